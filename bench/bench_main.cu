@@ -1,0 +1,340 @@
+// evosdpa-bench: times evosdpa kernels with CUDA events after warm-up and verifies each against the
+// float64 CPU reference first. With no arguments: the default shape B=1 H=8 L=512 D=64 fp16.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "evosdpa/evosdpa.hpp"
+#include "host/cpu_reference.hpp"
+
+#ifndef EVOSDPA_GIT_COMMIT
+#define EVOSDPA_GIT_COMMIT "unknown"
+#endif
+
+using namespace evosdpa::bench;
+
+namespace {
+
+#define CHECK_CUDA(expr)                                                                           \
+  do {                                                                                             \
+    const cudaError_t e_ = (expr);                                                                 \
+    if (e_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "evosdpa-bench: %s failed: %s\n", #expr, cudaGetErrorString(e_));      \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+// Deterministic pseudo-normal values (sum of four uniforms, variance 1) in 16-bit storage.
+__global__ void fill_random(uint16_t* x, int64_t n, uint64_t seed, bool bf16) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint64_t h = (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    float sum = 0.f;
+    for (int k = 0; k < 4; ++k) {
+      h ^= h >> 31;
+      h *= 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 29;
+      sum += static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+    }
+    const float v = (sum - 2.f) * 1.7320508f;
+    if (bf16) {
+      __nv_bfloat16 b = __float2bfloat16_rn(v);
+      x[i] = *reinterpret_cast<uint16_t*>(&b);
+    } else {
+      __half hv = __float2half_rn(v);
+      x[i] = *reinterpret_cast<uint16_t*>(&hv);
+    }
+  }
+}
+
+struct Buffers {
+  uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+  float* lse = nullptr;
+};
+
+struct DeviceInfo {
+  std::string name;
+  int sm_count = 0, cc_major = 0, cc_minor = 0, clock_mhz = 0, mem_clock_mhz = 0, driver = 0, runtime = 0;
+  long long l2_bytes = 0;
+};
+
+struct Row {
+  BenchShape shape;
+  std::string kernel;  // requested
+  std::string ran;     // selected
+  Stats us;
+  double tflops = 0, gbps = 0;
+  std::string verify;  // PASS/FAIL/skipped + error
+  double err = 0, tol = 0;
+  bool ok = true;
+  std::string error;
+};
+
+DeviceInfo device_info() {
+  DeviceInfo d;
+  int dev = 0;
+  CHECK_CUDA(cudaGetDevice(&dev));
+  cudaDeviceProp p{};
+  CHECK_CUDA(cudaGetDeviceProperties(&p, dev));
+  d.name = p.name;
+  d.sm_count = p.multiProcessorCount;
+  d.cc_major = p.major;
+  d.cc_minor = p.minor;
+  d.l2_bytes = p.l2CacheSize;
+  int khz = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev) == cudaSuccess) d.clock_mhz = khz / 1000;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) == cudaSuccess) d.mem_clock_mhz = khz / 1000;
+  cudaDriverGetVersion(&d.driver);
+  cudaRuntimeGetVersion(&d.runtime);
+  return d;
+}
+
+evosdpa_params_t make_params(const BenchShape& s, const Buffers& b) {
+  evosdpa_params_t p = evosdpa::make_params(b.q, b.k, b.v, b.o, s.dtype, s.batch, s.heads, s.seqlen_q, s.seqlen_k,
+                                            s.head_dim, s.causal);
+  p.lse = b.lse;
+  return p;
+}
+
+std::vector<float> download(const uint16_t* d, int64_t n, evosdpa_dtype_t dtype) {
+  std::vector<uint16_t> raw(static_cast<size_t>(n));
+  CHECK_CUDA(cudaMemcpy(raw.data(), d, n * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> out(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) out[i] = evosdpa::host::decode(dtype, raw[i]);
+  return out;
+}
+
+// Check the kernel's output on set 0 against float64 on a sample of query rows (every row for small
+// problems), tolerance as in the tests: 2x the same-precision error plus a floor.
+void verify(Row& row, const Buffers& b, const std::string& kernel) {
+  const BenchShape& s = row.shape;
+  evosdpa::host::Shape hs;
+  hs.batch = s.batch, hs.heads_q = hs.heads_kv = s.heads, hs.seqlen_q = s.seqlen_q, hs.seqlen_k = s.seqlen_k;
+  hs.head_dim = s.head_dim, hs.causal = s.causal;
+  const double work = static_cast<double>(s.batch) * s.heads * s.seqlen_q * s.seqlen_k * s.head_dim;
+  const int64_t step = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(work / 4e9)));
+  CHECK_CUDA(cudaMemset(b.o, 0xff, hs.q_elems() * 2));
+  const auto p = make_params(s, b);
+  const auto r = evosdpa::attention_forward(p, nullptr, kernel);
+  if (!r.ok()) {
+    row.ok = false;
+    row.error = r.message;
+    return;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  evosdpa::host::Inputs in;
+  in.q = download(b.q, hs.q_elems(), s.dtype);
+  in.k = download(b.k, hs.kv_elems(), s.dtype);
+  in.v = download(b.v, hs.kv_elems(), s.dtype);
+  const auto out = download(b.o, hs.q_elems(), s.dtype);
+  const auto ref = evosdpa::host::attention_f64(hs, in, step);
+  const auto base = evosdpa::host::attention_same_precision(hs, in, s.dtype, step);
+  auto sample = [&](const auto& x) { return evosdpa::host::sample_rows(x, hs, hs.head_dim, step); };
+  bool finite = true;
+  for (float x : out) finite = finite && std::isfinite(x);
+  row.err = evosdpa::host::max_abs_error(sample(out), sample(ref.o));
+  const double floor = s.dtype == EVOSDPA_DTYPE_FLOAT16 ? 1e-3 : 8e-3;
+  row.tol = 2 * evosdpa::host::max_abs_error(sample(base), sample(ref.o)) + floor;
+  const bool pass = finite && row.err <= row.tol;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s err %.1e tol %.1e%s", pass ? "PASS" : "FAIL", row.err, row.tol,
+                step > 1 ? " (sampled)" : "");
+  row.verify = buf;
+  if (!pass) row.ok = false;
+}
+
+void time_kernel(Row& row, const std::vector<Buffers>& sets, const Options& o, const std::string& kernel) {
+  std::vector<evosdpa_params_t> params;
+  for (const auto& b : sets) params.push_back(make_params(row.shape, b));
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<cudaGraphExec_t> graphs;
+  if (o.graph) {
+    for (const auto& p : params) {
+      cudaGraph_t g;
+      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      const auto r = evosdpa::attention_forward(p, stream, kernel);
+      CHECK_CUDA(cudaStreamEndCapture(stream, &g));
+      if (!r.ok()) {
+        row.ok = false;
+        row.error = r.message;
+        return;
+      }
+      cudaGraphExec_t e;
+      CHECK_CUDA(cudaGraphInstantiate(&e, g, 0));
+      CHECK_CUDA(cudaGraphDestroy(g));
+      graphs.push_back(e);
+    }
+  }
+  auto launch = [&](int i) {
+    const size_t set = static_cast<size_t>(i) % params.size();
+    if (o.graph) {
+      CHECK_CUDA(cudaGraphLaunch(graphs[set], stream));
+      return true;
+    }
+    const auto r = evosdpa::attention_forward(params[set], stream, kernel);
+    if (!r.ok()) {
+      row.ok = false;
+      row.error = r.message;
+    }
+    return r.ok();
+  };
+  for (int i = 0; i < o.warmup; ++i)
+    if (!launch(i)) return;
+  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(o.iters));
+  for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < o.iters; ++i) {
+    CHECK_CUDA(cudaEventRecord(ev[2 * i], stream));
+    if (!launch(i)) return;
+    CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
+  }
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  std::vector<double> us;
+  for (int i = 0; i < o.iters; ++i) {
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+    us.push_back(ms * 1000.0);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  for (auto& g : graphs) cudaGraphExecDestroy(g);
+  cudaStreamDestroy(stream);
+  row.us = summarize(us);
+  row.tflops = row.shape.flops() / (row.us.median * 1e-6) / 1e12;
+  row.gbps = row.shape.bytes() / (row.us.median * 1e-6) / 1e9;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+void write_json(const std::string& path, const DeviceInfo& d, const Options& o, const std::vector<Row>& rows) {
+  std::ofstream f(path);
+  f << "{\n  \"gpu\": \"" << json_escape(d.name) << "\", \"sm_count\": " << d.sm_count << ", \"compute_capability\": \""
+    << d.cc_major << "." << d.cc_minor << "\", \"clock_mhz\": " << d.clock_mhz << ", \"memory_clock_mhz\": "
+    << d.mem_clock_mhz << ", \"l2_bytes\": " << d.l2_bytes << ", \"driver_version\": " << d.driver
+    << ", \"runtime_version\": " << d.runtime << ", \"git_commit\": \"" << EVOSDPA_GIT_COMMIT << "\",\n"
+    << "  \"mode\": {\"graph\": " << (o.graph ? "true" : "false") << ", \"cold_l2\": " << (o.cold_l2 ? "true" : "false")
+    << ", \"warmup\": " << o.warmup << ", \"iters\": " << o.iters << "},\n  \"results\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    const BenchShape& s = r.shape;
+    f << "    {\"batch\": " << s.batch << ", \"heads\": " << s.heads << ", \"seqlen_q\": " << s.seqlen_q
+      << ", \"seqlen_k\": " << s.seqlen_k << ", \"head_dim\": " << s.head_dim << ", \"dtype\": \""
+      << (s.dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : "fp16") << "\", \"causal\": \""
+      << (s.causal == EVOSDPA_CAUSAL_NONE ? "none" : s.causal == EVOSDPA_CAUSAL_TOP_LEFT ? "top-left" : "bottom-right")
+      << "\", \"kernel\": \"" << r.kernel << "\", \"ran\": \"" << r.ran << "\", \"ok\": " << (r.ok ? "true" : "false")
+      << ", \"error\": \"" << json_escape(r.error) << "\", \"verify\": \"" << r.verify << "\", \"max_err\": " << r.err
+      << ", \"tol\": " << r.tol << ", \"us_median\": " << r.us.median << ", \"us_p90\": " << r.us.p90
+      << ", \"us_mean\": " << r.us.mean << ", \"us_std\": " << r.us.stddev << ", \"us_min\": " << r.us.min
+      << ", \"runs\": " << r.us.count << ", \"tflops\": " << r.tflops << ", \"gbps\": " << r.gbps << "}"
+      << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  f << "  ]\n}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string error;
+  bool help = false;
+  const auto opts = parse_options(std::vector<std::string>(argv + 1, argv + argc), error, help);
+  if (!opts) {
+    std::fprintf(help ? stdout : stderr, "%s%s", error.c_str(), help ? "" : "\n");
+    return help ? 0 : 2;
+  }
+  Options o = *opts;
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    std::fprintf(stderr,
+                 "evosdpa-bench: no CUDA GPU on this machine (%s).\n"
+                 "The benchmark needs an NVIDIA GPU of compute capability 8.0 or newer; run it on a GPU machine.\n",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    return 3;
+  }
+  if (o.kernels.size() == 1 && o.kernels[0] == "all") o.kernels = evosdpa::kernel_names();
+  const DeviceInfo dev = device_info();
+  std::printf("GPU %s (sm_%d%d, %d SMs, %d MHz, L2 %lld MB), driver %d, runtime %d, commit %s\n", dev.name.c_str(),
+              dev.cc_major, dev.cc_minor, dev.sm_count, dev.clock_mhz, dev.l2_bytes >> 20, dev.driver, dev.runtime,
+              EVOSDPA_GIT_COMMIT);
+  std::printf("timing: %d warm-up, %d timed runs, CUDA events, median%s%s\n", o.warmup, o.iters,
+              o.graph ? ", CUDA-graph replay" : "", o.cold_l2 ? ", cold L2 (rotating input sets)" : "");
+
+  std::vector<Row> rows;
+  for (size_t si = 0; si < o.shapes.size(); ++si) {
+    const BenchShape& s = o.shapes[si];
+    const int64_t q_elems = s.batch * s.heads * s.seqlen_q * s.head_dim;
+    const int64_t kv_elems = s.batch * s.heads * s.seqlen_k * s.head_dim;
+    const double set_bytes = 2.0 * (2 * q_elems + 2 * kv_elems);
+    const int nsets = o.cold_l2 ? std::max(2, static_cast<int>(std::ceil(3.0 * dev.l2_bytes / set_bytes))) : 1;
+    std::vector<Buffers> sets(static_cast<size_t>(nsets));
+    for (int i = 0; i < nsets; ++i) {
+      Buffers& b = sets[static_cast<size_t>(i)];
+      CHECK_CUDA(cudaMalloc(&b.q, std::max<int64_t>(q_elems, 1) * 2));
+      CHECK_CUDA(cudaMalloc(&b.k, std::max<int64_t>(kv_elems, 1) * 2));
+      CHECK_CUDA(cudaMalloc(&b.v, std::max<int64_t>(kv_elems, 1) * 2));
+      CHECK_CUDA(cudaMalloc(&b.o, std::max<int64_t>(q_elems, 1) * 2));
+      CHECK_CUDA(cudaMalloc(&b.lse, std::max<int64_t>(s.batch * s.heads * s.seqlen_q, 1) * 4));
+      const bool bf16 = s.dtype == EVOSDPA_DTYPE_BFLOAT16;
+      fill_random<<<1024, 256>>>(b.q, q_elems, 1000003ull * (3 * i + 1), bf16);
+      fill_random<<<1024, 256>>>(b.k, kv_elems, 1000003ull * (3 * i + 2), bf16);
+      fill_random<<<1024, 256>>>(b.v, kv_elems, 1000003ull * (3 * i + 3), bf16);
+      CHECK_CUDA(cudaGetLastError());
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    for (const auto& kernel : o.kernels) {
+      Row row;
+      row.shape = s;
+      row.kernel = kernel;
+      const auto sup = evosdpa::supports(make_params(s, sets[0]), kernel);
+      row.ran = sup.ok() ? sup.kernel : "-";
+      if (!sup.ok()) {
+        row.ok = false;
+        row.error = sup.message;
+      } else {
+        if (o.verify) verify(row, sets[0], kernel);
+        else row.verify = "skipped";
+        if (row.error.empty()) time_kernel(row, sets, o, kernel);
+      }
+      rows.push_back(row);
+      std::fprintf(stderr, "[%zu/%zu] %s %s: %.2f us %s\n", si + 1, o.shapes.size(), s.label().c_str(),
+                   row.ran.c_str(), row.us.median, row.ok ? "" : row.error.c_str());
+    }
+    for (auto& b : sets) {
+      cudaFree(b.q);
+      cudaFree(b.k);
+      cudaFree(b.v);
+      cudaFree(b.o);
+      cudaFree(b.lse);
+    }
+  }
+
+  std::printf("\n| shape | kernel | median us | p90 us | min us | std us | TFLOP/s | GB/s | verify |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+  bool all_ok = true;
+  for (const Row& r : rows) {
+    all_ok = all_ok && r.ok;
+    if (!r.error.empty()) {
+      std::printf("| %s | %s | - | - | - | - | - | - | error: %s |\n", r.shape.label().c_str(), r.kernel.c_str(),
+                  r.error.c_str());
+      continue;
+    }
+    std::printf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.0f | %s |\n", r.shape.label().c_str(),
+                r.ran.c_str(), r.us.median, r.us.p90, r.us.min, r.us.stddev, r.tflops, r.gbps, r.verify.c_str());
+  }
+  if (!o.json_path.empty()) write_json(o.json_path, dev, o, rows);
+  return all_ok ? 0 : 1;
+}

@@ -1,0 +1,49 @@
+// Command-line options and statistics of evosdpa-bench, apart from CUDA so the CPU tests can check them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "evosdpa/evosdpa.h"
+
+namespace evosdpa::bench {
+
+struct BenchShape {
+  int64_t batch = 1, heads = 8, seqlen_q = 512, seqlen_k = 512, head_dim = 64;
+  evosdpa_causal_t causal = EVOSDPA_CAUSAL_NONE;
+  evosdpa_dtype_t dtype = EVOSDPA_DTYPE_FLOAT16;
+  // 4*B*H*Lq*Lk*D, less the masked part for causal (exact count of visible (i, j) pairs).
+  double flops() const;
+  // Q, K, V read once and O written once.
+  double bytes() const;
+  std::string label() const;
+};
+
+struct Options {
+  std::vector<BenchShape> shapes;  // from the flags or a named grid
+  std::vector<std::string> kernels{"auto"};
+  int warmup = 10;
+  int iters = 100;
+  bool graph = false;    // time CUDA-graph replays of one call (launch overhead mostly removed)
+  bool cold_l2 = false;  // rotate input sets larger than L2 so every run reads from DRAM
+  bool verify = true;
+  std::string json_path;
+  std::string grid;  // "", "acceptance", "fa3"
+};
+
+// Parses argv; on error returns nullopt and sets `error` (the usage text for --help).
+std::optional<Options> parse_options(const std::vector<std::string>& args, std::string& error, bool& help);
+std::string usage();
+
+// The named grids: "acceptance" (the five shapes of the core issue) and "fa3" (16k tokens, hidden 2048:
+// L = 512..16384, B = 16384/L, H = 2048/D, D 64 and 128, causal and not), in the given dtype.
+std::optional<std::vector<BenchShape>> named_grid(const std::string& name, evosdpa_dtype_t dtype);
+
+struct Stats {
+  double median = 0, p90 = 0, mean = 0, stddev = 0, min = 0, max = 0;
+  int count = 0;
+};
+Stats summarize(std::vector<double> samples);
+
+}  // namespace evosdpa::bench

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# On a GPU machine: run the GPU test suite, then compute-sanitizer memcheck, racecheck and synccheck on
+# small shapes, and print one summary. Uses BUILD_DIR if it holds a build (e.g. one carried from a
+# build machine), else configures and builds there first.
+#   scripts/gpu-check.sh [BUILD_DIR]      logs go to $OUT (if set) or /tmp/evosdpa-gpu-check
+set -u
+cd "$(dirname "$0")/.."
+build=${1:-build}
+logs=${OUT:-/tmp/evosdpa-gpu-check}
+mkdir -p "$logs"
+if [ ! -x "$build/tests/evosdpa_gpu_tests" ]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logs/configure.log" 2>&1 &&
+    cmake --build "$build" -j"$(nproc)" >"$logs/build.log" 2>&1 || { echo "build failed: $logs/build.log"; exit 1; }
+fi
+tests="$build/tests/evosdpa_gpu_tests"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null
+
+# Full suite.
+"$tests" --gtest_brief=1 >"$logs/gpu-tests.log" 2>&1
+tests_rc=$?
+grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^GPU:' "$logs/gpu-tests.log" | tail -n 5
+grep -E '^\[  FAILED  \]' "$logs/gpu-tests.log" | head -n 20
+
+# Sanitizers on small shapes: both kernels, tails, both causal alignments, strided output, Lk = 0.
+small='All/KernelVsCpu.*odd_fp16_b1h2x2_q129k129_d64_topleft*:All/KernelVsCpu.*odd_bf16_b1h2x2_q17k17_d128_full*'
+small+=':All/KernelVsCpu.*lqlk_fp16_b1h2x2_q100k300_d128_bottomright*:All/KernelVsCpu.*lqlk_bf16_b1h2x2_q300k100_d64_bottomright*'
+small+=':All/KernelVsCpu.*layout_fp16_b2h4x4_q333k271_d64_full_padded*:DeviceApi.EmptyKeys*:DeviceApi.RunsOnAStream*'
+declare -A san_rc san_errors
+for tool in memcheck racecheck synccheck; do
+  compute-sanitizer --tool "$tool" --error-exitcode 99 "$tests" --gtest_filter="$small" --gtest_brief=1 \
+    >"$logs/sanitizer-$tool.log" 2>&1
+  san_rc[$tool]=$?
+  san_errors[$tool]=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$logs/sanitizer-$tool.log" | tail -n 1 | grep -oE '[0-9]+')
+done
+
+passed=$(grep -cE '^\[       OK \]' "$logs/gpu-tests.log")
+failed=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$logs/gpu-tests.log" | head -n 1)
+summary_line=$(grep -E '^\[  PASSED  \]' "$logs/gpu-tests.log" | tail -n 1)
+echo
+echo "== evosdpa GPU check =="
+echo "gpu tests:  ${summary_line:-see $logs/gpu-tests.log} (exit $tests_rc)"
+status=0
+[ "$tests_rc" -eq 0 ] || status=1
+for tool in memcheck racecheck synccheck; do
+  echo "$tool: ${san_errors[$tool]:-?} errors (exit ${san_rc[$tool]})"
+  [ "${san_rc[$tool]}" -eq 0 ] && [ "${san_errors[$tool]:-1}" -eq 0 ] || status=1
+done
+echo "logs: $logs"
+[ "$status" -eq 0 ] && echo "GPU CHECK: PASS" || echo "GPU CHECK: FAIL"
+exit $status

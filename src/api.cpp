@@ -1,0 +1,221 @@
+// The C ABI and the C++ API: argument checks, device checks, selection, launch, error messages.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "dispatch.hpp"
+#include "evosdpa/evosdpa.h"
+#include "evosdpa/evosdpa.hpp"
+#include "selection.hpp"
+
+namespace evosdpa::detail {
+namespace {
+
+thread_local std::string t_message;
+
+evosdpa_status_t report(evosdpa_status_t status, std::string message) {
+  t_message = std::move(message);
+  return status;
+}
+
+evosdpa_status_t report(const Check& c) { return report(c.status, c.message); }
+
+// Describe the current device, or fail with NO_DEVICE.
+Check current_device(DeviceInfo& dev) {
+  int ordinal = -1;
+  cudaError_t err = cudaGetDevice(&ordinal);
+  if (err == cudaSuccess) {
+    int count = 0;
+    err = cudaGetDeviceCount(&count);
+    if (err == cudaSuccess && count == 0) err = cudaErrorNoDevice;
+  }
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return {EVOSDPA_ERROR_NO_DEVICE, std::string("no usable CUDA device: ") + cudaGetErrorString(err)};
+  }
+  int smem = 0;
+  dev.ordinal = ordinal;
+  if (cudaDeviceGetAttribute(&dev.cc_major, cudaDevAttrComputeCapabilityMajor, ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&dev.cc_minor, cudaDevAttrComputeCapabilityMinor, ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal) != cudaSuccess) {
+    const cudaError_t e = cudaGetLastError();
+    return {EVOSDPA_ERROR_CUDA, std::string("cannot query device attributes: ") + cudaGetErrorString(e)};
+  }
+  dev.max_smem_per_block_optin = smem;
+  return {};
+}
+
+// Each non-empty tensor must be device (or managed) memory of the current device.
+Check check_pointer(const char* name, const void* ptr, const DeviceInfo& dev) {
+  if (ptr == nullptr) return {};
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return {EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(name) + " is not a CUDA pointer (" + cudaGetErrorString(err) + ")"};
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+    return {EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(name) + " is host memory; pass device memory"};
+  if (attr.type == cudaMemoryTypeDevice && attr.device != dev.ordinal)
+    return {EVOSDPA_ERROR_DEVICE, std::string(name) + " is on device " + std::to_string(attr.device) +
+                                      " but the current device is " + std::to_string(dev.ordinal)};
+  return {};
+}
+
+Check check_pointers(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  const bool no_q = has_no_queries(p);
+  const bool no_kv = p.batch == 0 || p.heads_kv == 0 || p.seqlen_k == 0;
+  const std::pair<const char*, const void*> ptrs[] = {
+      {"q", no_q ? nullptr : p.q}, {"k", no_kv ? nullptr : p.k}, {"v", no_kv ? nullptr : p.v},
+      {"o", no_q ? nullptr : p.o}, {"lse", no_q ? nullptr : p.lse}};
+  for (const auto& [name, ptr] : ptrs)
+    if (Check c = check_pointer(name, ptr, dev); !c.ok()) return c;
+  return {};
+}
+
+// Everything up to the launch: sets `id` to the kernel to run, or `nothing_to_do` for an empty problem.
+evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, KernelId& id, bool& nothing_to_do) {
+  nothing_to_do = false;
+  if (params == nullptr) return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "params is a null pointer");
+  const evosdpa_params_t& p = *params;
+  if (Check c = check_kernel_name(kernel); !c.ok()) return report(c);
+  if (Check c = validate_params(p); !c.ok()) return report(c);
+  if (has_no_queries(p)) {
+    nothing_to_do = true;
+    return report(EVOSDPA_SUCCESS, "");
+  }
+  DeviceInfo dev;
+  if (Check c = current_device(dev); !c.ok()) return report(c);
+  const Selection sel = select_kernel(p, dev, kernel);
+  if (!sel.check.ok()) return report(sel.check);
+  if (Check c = check_pointers(p, dev); !c.ok()) return report(c);
+  id = sel.kernel;
+  return report(EVOSDPA_SUCCESS, "");
+}
+
+}  // namespace
+}  // namespace evosdpa::detail
+
+using namespace evosdpa::detail;
+
+extern "C" {
+
+void evosdpa_params_init(evosdpa_params_t* p) {
+  if (p == nullptr) return;
+  *p = evosdpa_params_t{};
+  p->dtype = EVOSDPA_DTYPE_FLOAT16;
+  p->causal = EVOSDPA_CAUSAL_NONE;
+  p->softmax_scale = 0.f;
+}
+
+void evosdpa_params_set_bhsd_strides(evosdpa_params_t* p) {
+  if (p == nullptr) return;
+  const int64_t d = p->head_dim;
+  p->q_seq_stride = p->o_seq_stride = d;
+  p->q_head_stride = p->o_head_stride = p->seqlen_q * d;
+  p->q_batch_stride = p->o_batch_stride = p->heads_q * p->seqlen_q * d;
+  p->k_seq_stride = p->v_seq_stride = d;
+  p->k_head_stride = p->v_head_stride = p->seqlen_k * d;
+  p->k_batch_stride = p->v_batch_stride = p->heads_kv * p->seqlen_k * d;
+}
+
+void evosdpa_params_set_bshd_strides(evosdpa_params_t* p) {
+  if (p == nullptr) return;
+  const int64_t d = p->head_dim;
+  p->q_head_stride = p->o_head_stride = d;
+  p->q_seq_stride = p->o_seq_stride = p->heads_q * d;
+  p->q_batch_stride = p->o_batch_stride = p->seqlen_q * p->heads_q * d;
+  p->k_head_stride = p->v_head_stride = d;
+  p->k_seq_stride = p->v_seq_stride = p->heads_kv * d;
+  p->k_batch_stride = p->v_batch_stride = p->seqlen_k * p->heads_kv * d;
+}
+
+evosdpa_status_t evosdpa_attention_forward(const evosdpa_params_t* params, const char* kernel, void* stream) {
+  KernelId id{};
+  bool nothing_to_do = false;
+  const evosdpa_status_t s = prepare(params, kernel, id, nothing_to_do);
+  if (s != EVOSDPA_SUCCESS || nothing_to_do) return s;
+  const cudaError_t err = run_kernel(id, *params, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess)
+    return report(EVOSDPA_ERROR_CUDA, std::string(kernel_name(id)) + " launch failed: " + cudaGetErrorString(err));
+  return EVOSDPA_SUCCESS;
+}
+
+evosdpa_status_t evosdpa_supports(const evosdpa_params_t* params, const char* kernel, const char** selected) {
+  KernelId id{};
+  bool nothing_to_do = false;
+  const evosdpa_status_t s = prepare(params, kernel, id, nothing_to_do);
+  if (selected != nullptr) *selected = (s == EVOSDPA_SUCCESS && !nothing_to_do) ? kernel_name(id) : nullptr;
+  return s;
+}
+
+int evosdpa_kernel_count(void) { return kKernelCount; }
+
+const char* evosdpa_kernel_name(int index) {
+  if (index < 0 || index >= kKernelCount) return nullptr;
+  return kernel_name(static_cast<KernelId>(index));
+}
+
+const char* evosdpa_last_error_message(void) { return t_message.c_str(); }
+
+const char* evosdpa_status_string(evosdpa_status_t status) {
+  switch (status) {
+    case EVOSDPA_SUCCESS: return "EVOSDPA_SUCCESS";
+    case EVOSDPA_ERROR_INVALID_ARGUMENT: return "EVOSDPA_ERROR_INVALID_ARGUMENT";
+    case EVOSDPA_ERROR_NOT_SUPPORTED: return "EVOSDPA_ERROR_NOT_SUPPORTED";
+    case EVOSDPA_ERROR_NO_DEVICE: return "EVOSDPA_ERROR_NO_DEVICE";
+    case EVOSDPA_ERROR_DEVICE: return "EVOSDPA_ERROR_DEVICE";
+    case EVOSDPA_ERROR_CUDA: return "EVOSDPA_ERROR_CUDA";
+  }
+  return "EVOSDPA_UNKNOWN_STATUS";
+}
+
+}  // extern "C"
+
+namespace evosdpa {
+
+Params make_params(const void* q, const void* k, const void* v, void* o, DType dtype, int64_t batch, int64_t heads,
+                   int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, Causal causal, Layout layout) {
+  Params p;
+  evosdpa_params_init(&p);
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.o = o;
+  p.dtype = dtype;
+  p.batch = batch;
+  p.heads_q = p.heads_kv = heads;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  if (layout == Layout::BHSD)
+    evosdpa_params_set_bhsd_strides(&p);
+  else
+    evosdpa_params_set_bshd_strides(&p);
+  return p;
+}
+
+Result attention_forward(const Params& params, cudaStream_t stream, const std::string& kernel) {
+  Result r;
+  r.status = evosdpa_attention_forward(&params, kernel.c_str(), stream);
+  if (!r.ok()) r.message = evosdpa_last_error_message();
+  return r;
+}
+
+Result supports(const Params& params, const std::string& kernel) {
+  Result r;
+  const char* selected = nullptr;
+  r.status = evosdpa_supports(&params, kernel.c_str(), &selected);
+  if (!r.ok()) r.message = evosdpa_last_error_message();
+  if (selected != nullptr) r.kernel = selected;
+  return r;
+}
+
+std::vector<std::string> kernel_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < evosdpa_kernel_count(); ++i) names.emplace_back(evosdpa_kernel_name(i));
+  return names;
+}
+
+}  // namespace evosdpa

@@ -1,0 +1,54 @@
+#include "dispatch.hpp"
+
+#include <cmath>
+
+#include "kernels/launchers.hpp"
+
+namespace evosdpa::detail {
+
+float effective_scale(const evosdpa_params_t& p) {
+  return p.softmax_scale != 0.f ? p.softmax_scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+}
+
+KernelParams make_kernel_params(const evosdpa_params_t& p) {
+  KernelParams k{};
+  k.q = p.q;
+  k.k = p.k;
+  k.v = p.v;
+  k.o = p.o;
+  k.lse = p.lse;
+  k.batch = static_cast<int>(p.batch);
+  k.heads_q = static_cast<int>(p.heads_q);
+  k.kv_group = p.heads_kv > 0 ? static_cast<int>(p.heads_q / p.heads_kv) : 1;
+  k.seqlen_q = static_cast<int>(p.seqlen_q);
+  k.seqlen_k = static_cast<int>(p.seqlen_k);
+  k.q_batch_stride = p.q_batch_stride;
+  k.q_head_stride = p.q_head_stride;
+  k.q_seq_stride = p.q_seq_stride;
+  k.k_batch_stride = p.k_batch_stride;
+  k.k_head_stride = p.k_head_stride;
+  k.k_seq_stride = p.k_seq_stride;
+  k.v_batch_stride = p.v_batch_stride;
+  k.v_head_stride = p.v_head_stride;
+  k.v_seq_stride = p.v_seq_stride;
+  k.o_batch_stride = p.o_batch_stride;
+  k.o_head_stride = p.o_head_stride;
+  k.o_seq_stride = p.o_seq_stride;
+  k.scale = effective_scale(p);
+  k.scale_log2 = static_cast<float>(static_cast<double>(k.scale) * 1.4426950408889634);
+  k.causal = p.causal != EVOSDPA_CAUSAL_NONE;
+  k.causal_offset = p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT ? static_cast<int>(p.seqlen_k - p.seqlen_q) : 0;
+  return k;
+}
+
+cudaError_t run_kernel(KernelId id, const evosdpa_params_t& p, cudaStream_t stream) {
+  const KernelParams k = make_kernel_params(p);
+  const int head_dim = static_cast<int>(p.head_dim);
+  switch (id) {
+    case KernelId::MmaSm80: return launch_mma_sm80(k, p.dtype, head_dim, stream);
+    case KernelId::Reference: return launch_reference(k, p.dtype, head_dim, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace evosdpa::detail

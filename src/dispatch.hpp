@@ -1,0 +1,19 @@
+// Runs a selected kernel: converts the public parameters to KernelParams and switches on the kernel id.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "evosdpa/evosdpa.h"
+#include "kernels/kernel_params.hpp"
+#include "selection.hpp"
+
+namespace evosdpa::detail {
+
+// The scale the kernels use: softmax_scale, or 1/sqrt(head_dim) when it is 0.
+float effective_scale(const evosdpa_params_t& p);
+
+KernelParams make_kernel_params(const evosdpa_params_t& p);
+
+cudaError_t run_kernel(KernelId id, const evosdpa_params_t& p, cudaStream_t stream);
+
+}  // namespace evosdpa::detail

@@ -1,0 +1,136 @@
+#include "host/cpu_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+namespace evosdpa::host {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+size_t q_index(const Shape& s, int64_t b, int64_t h, int64_t i) {
+  return static_cast<size_t>(((b * s.heads_q + h) * s.seqlen_q + i) * s.head_dim);
+}
+size_t kv_index(const Shape& s, int64_t b, int64_t h, int64_t j) {
+  const int64_t hk = h / (s.heads_q / s.heads_kv);
+  return static_cast<size_t>(((b * s.heads_kv + hk) * s.seqlen_k + j) * s.head_dim);
+}
+
+// Run body(b, h) for every (batch, head) on all cores.
+template <typename F>
+void for_each_head(const Shape& s, F body) {
+  const int64_t n = s.batch * s.heads_q;
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(n, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int64_t w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      for (int64_t bh = w; bh < n; bh += workers) body(bh / s.heads_q, bh % s.heads_q);
+    });
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+Reference attention_f64(const Shape& s, const Inputs& in, int64_t row_step) {
+  Reference r;
+  r.o.assign(static_cast<size_t>(s.q_elems()), 0.0);
+  r.lse.assign(static_cast<size_t>(s.rows()), std::numeric_limits<double>::quiet_NaN());
+  const double scale = s.effective_scale();
+  for_each_head(s, [&](int64_t b, int64_t h) {
+    std::vector<double> scores(static_cast<size_t>(s.seqlen_k));
+      for (int64_t i = 0; i < s.seqlen_q; i += row_step) {
+        r.lse[static_cast<size_t>((b * s.heads_q + h) * s.seqlen_q + i)] = -kInf;
+        const float* q = &in.q[q_index(s, b, h, i)];
+        double mx = -kInf;
+        for (int64_t j = 0; j < s.seqlen_k; ++j) {
+          if (!s.visible(i, j)) continue;
+          const float* k = &in.k[kv_index(s, b, h, j)];
+          double dot = 0.0;
+          for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[d]) * k[d];
+          scores[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, dot * scale);
+        }
+        if (mx == -kInf) continue;
+        double sum = 0.0;
+        double* o = &r.o[q_index(s, b, h, i)];
+        for (int64_t j = 0; j < s.seqlen_k; ++j) {
+          if (!s.visible(i, j)) continue;
+          const double w = std::exp(scores[static_cast<size_t>(j)] - mx);
+          sum += w;
+          const float* v = &in.v[kv_index(s, b, h, j)];
+          for (int64_t d = 0; d < s.head_dim; ++d) o[d] += w * v[d];
+        }
+        for (int64_t d = 0; d < s.head_dim; ++d) o[d] /= sum;
+        r.lse[static_cast<size_t>((b * s.heads_q + h) * s.seqlen_q + i)] = mx + std::log(sum);
+      }
+  });
+  return r;
+}
+
+std::vector<float> attention_same_precision(const Shape& s, const Inputs& in, evosdpa_dtype_t dtype,
+                                            int64_t row_step) {
+  std::vector<float> out(static_cast<size_t>(s.q_elems()), 0.f);
+  const float scale = round_to(dtype, static_cast<float>(s.effective_scale()));
+  for_each_head(s, [&](int64_t b, int64_t h) {
+    std::vector<float> p(static_cast<size_t>(s.seqlen_k));
+    std::vector<float> acc(static_cast<size_t>(s.head_dim));
+      for (int64_t i = 0; i < s.seqlen_q; i += row_step) {
+        const float* q = &in.q[q_index(s, b, h, i)];
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < s.seqlen_k; ++j) {
+          float sc = -std::numeric_limits<float>::infinity();
+          if (s.visible(i, j)) {
+            const float* k = &in.k[kv_index(s, b, h, j)];
+            float dot = 0.f;
+            for (int64_t d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
+            sc = round_to(dtype, round_to(dtype, dot) * scale);
+          }
+          p[static_cast<size_t>(j)] = sc;
+          mx = std::max(mx, sc);
+        }
+        if (mx == -std::numeric_limits<float>::infinity()) continue;
+        float sum = 0.f;
+        for (float& x : p) {
+          x = std::exp(x - mx);
+          sum += x;
+        }
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int64_t j = 0; j < s.seqlen_k; ++j) {
+          const float w = round_to(dtype, p[static_cast<size_t>(j)] / sum);
+          const float* v = &in.v[kv_index(s, b, h, j)];
+          for (int64_t d = 0; d < s.head_dim; ++d) acc[static_cast<size_t>(d)] += w * v[d];
+        }
+        float* o = &out[q_index(s, b, h, i)];
+        for (int64_t d = 0; d < s.head_dim; ++d) o[d] = round_to(dtype, acc[static_cast<size_t>(d)]);
+      }
+  });
+  return out;
+}
+
+double max_abs_error(const std::vector<float>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return kInf;
+  double err = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return kInf;
+    err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
+  }
+  return err;
+}
+
+double max_lse_error(const std::vector<float>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return kInf;
+  double err = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i])) {
+      if (!(std::isinf(got[i]) && (got[i] < 0) == (want[i] < 0))) return kInf;
+      continue;
+    }
+    if (!std::isfinite(got[i])) return kInf;
+    err = std::max(err, std::abs(static_cast<double>(got[i]) - want[i]));
+  }
+  return err;
+}
+
+}  // namespace evosdpa::host

@@ -1,0 +1,80 @@
+#include "host/host_tensor.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace evosdpa::host {
+
+uint16_t encode(evosdpa_dtype_t dtype, float x) {
+  uint16_t bits;
+  if (dtype == EVOSDPA_DTYPE_BFLOAT16) {
+    const __nv_bfloat16 b = __float2bfloat16_rn(x);
+    std::memcpy(&bits, &b, 2);
+  } else {
+    const __half h = __float2half_rn(x);
+    std::memcpy(&bits, &h, 2);
+  }
+  return bits;
+}
+
+float decode(evosdpa_dtype_t dtype, uint16_t bits) {
+  if (dtype == EVOSDPA_DTYPE_BFLOAT16) {
+    __nv_bfloat16 b;
+    std::memcpy(&b, &bits, 2);
+    return __bfloat162float(b);
+  }
+  __half h;
+  std::memcpy(&h, &bits, 2);
+  return __half2float(h);
+}
+
+const char* dtype_name(evosdpa_dtype_t dtype) { return dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : "fp16"; }
+
+double Shape::effective_scale() const { return scale != 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim)); }
+
+bool Shape::visible(int64_t i, int64_t j) const {
+  switch (causal) {
+    case EVOSDPA_CAUSAL_TOP_LEFT: return j <= i;
+    case EVOSDPA_CAUSAL_BOTTOM_RIGHT: return j <= i + seqlen_k - seqlen_q;
+    default: return true;
+  }
+}
+
+Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  Inputs in;
+  auto fill = [&](std::vector<float>& t, int64_t n, double sigma) {
+    t.resize(static_cast<size_t>(n));
+    for (float& x : t) x = round_to(dtype, static_cast<float>(sigma) * dist(rng));
+  };
+  fill(in.q, s.q_elems(), qk_sigma);
+  fill(in.k, s.kv_elems(), qk_sigma);
+  fill(in.v, s.kv_elems(), 1.0);
+  return in;
+}
+
+void scatter(const std::vector<float>& src, int64_t B, int64_t H, int64_t L, int64_t D, evosdpa_dtype_t dtype,
+             int64_t sb, int64_t sh, int64_t sl, std::vector<uint16_t>& dst) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t d = 0; d < D; ++d)
+          dst[static_cast<size_t>(b * sb + h * sh + l * sl + d)] = encode(dtype, src[static_cast<size_t>(((b * H + h) * L + l) * D + d)]);
+}
+
+std::vector<float> gather(const std::vector<uint16_t>& src, int64_t B, int64_t H, int64_t L, int64_t D,
+                          evosdpa_dtype_t dtype, int64_t sb, int64_t sh, int64_t sl) {
+  std::vector<float> out(static_cast<size_t>(B * H * L * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t d = 0; d < D; ++d)
+          out[static_cast<size_t>(((b * H + h) * L + l) * D + d)] = decode(dtype, src[static_cast<size_t>(b * sb + h * sh + l * sl + d)]);
+  return out;
+}
+
+}  // namespace evosdpa::host

@@ -1,0 +1,48 @@
+// Host-side helpers shared by the tests and the benchmark: 16-bit encodings, random inputs, and an
+// attention problem laid out in host memory. Not part of the library.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "evosdpa/evosdpa.h"
+
+namespace evosdpa::host {
+
+uint16_t encode(evosdpa_dtype_t dtype, float x);  // round to nearest even
+float decode(evosdpa_dtype_t dtype, uint16_t bits);
+inline float round_to(evosdpa_dtype_t dtype, float x) { return decode(dtype, encode(dtype, x)); }
+const char* dtype_name(evosdpa_dtype_t dtype);
+
+// Sizes of one attention problem; the host copies are contiguous BHSD.
+struct Shape {
+  int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 64;
+  evosdpa_causal_t causal = EVOSDPA_CAUSAL_NONE;
+  double scale = 0.0;  // 0: 1/sqrt(head_dim)
+  double effective_scale() const;
+  int64_t q_elems() const { return batch * heads_q * seqlen_q * head_dim; }
+  int64_t kv_elems() const { return batch * heads_kv * seqlen_k * head_dim; }
+  int64_t rows() const { return batch * heads_q * seqlen_q; }
+  // Whether query i may attend key j.
+  bool visible(int64_t i, int64_t j) const;
+};
+
+// Inputs as the exact dtype values (already rounded), in float, BHSD.
+struct Inputs {
+  std::vector<float> q, k, v;
+};
+
+// Fresh normal inputs rounded to dtype: Q and K with standard deviation `qk_sigma` (large values stress
+// the online softmax), V standard normal. `seed` makes a run reproducible.
+Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uint64_t seed);
+
+// Copy a BHSD float tensor into a dtype buffer with the given element strides ([B,H,L,D], D contiguous);
+// elements not covered stay as they are.
+void scatter(const std::vector<float>& src, int64_t B, int64_t H, int64_t L, int64_t D, evosdpa_dtype_t dtype,
+             int64_t sb, int64_t sh, int64_t sl, std::vector<uint16_t>& dst);
+// The inverse: gather a strided dtype buffer into BHSD floats.
+std::vector<float> gather(const std::vector<uint16_t>& src, int64_t B, int64_t H, int64_t L, int64_t D,
+                          evosdpa_dtype_t dtype, int64_t sb, int64_t sh, int64_t sl);
+
+}  // namespace evosdpa::host

@@ -1,0 +1,37 @@
+// The arguments every kernel receives: a plain struct of pointers, sizes and strides, built once on the
+// host from the validated public parameters (see make_kernel_params in dispatch.cpp).
+#pragma once
+
+#include <cstdint>
+
+namespace evosdpa::detail {
+
+struct KernelParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // nullptr when not requested; else contiguous [batch, heads_q, seqlen_q]
+
+  int batch;
+  int heads_q;
+  int kv_group;  // heads_q / heads_kv: query head h reads key/value head h / kv_group
+  int seqlen_q;
+  int seqlen_k;
+
+  // Strides in elements; head_dim is contiguous.
+  int64_t q_batch_stride, q_head_stride, q_seq_stride;
+  int64_t k_batch_stride, k_head_stride, k_seq_stride;
+  int64_t v_batch_stride, v_head_stride, v_seq_stride;
+  int64_t o_batch_stride, o_head_stride, o_seq_stride;
+
+  float scale;       // softmax scale applied to Q.K
+  float scale_log2;  // scale * log2(e): the kernels exponentiate with exp2
+
+  // Query i sees key j when !causal or j <= i + causal_offset (0 for top-left, seqlen_k - seqlen_q for
+  // bottom-right).
+  int causal;
+  int causal_offset;
+};
+
+}  // namespace evosdpa::detail

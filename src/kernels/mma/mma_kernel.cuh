@@ -1,0 +1,344 @@
+// Fused attention forward on sm_80+ tensor cores (FlashAttention-2 scheme).
+//
+// One block computes `block_m` query rows of one (batch, head). Each warp owns 16 of those rows and
+// streams every K/V tile past them: S = Q K^T (mma.sync), online softmax on S in fp32 registers
+// (running row max m and row sum l), O += P V with P taken straight from the S accumulators. O is
+// divided by l once at the end. K and V tiles are double-buffered in shared memory by cp.async, so the
+// copy of tile j+1 overlaps the math on tile j.
+//
+// Shared-memory tiles hold rows of D 16-bit elements in 16-byte chunks; chunk c of row r is stored at
+// chunk c ^ (r % 8). The 8 rows an ldmatrix phase reads then fall in 8 different bank groups, so
+// ldmatrix, cp.async and the O staging stores are free of bank conflicts without padding.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/kernel_params.hpp"
+#include "kernels/mma/mma_config.hpp"
+#include "kernels/mma/mma_primitives.cuh"
+
+namespace evosdpa::detail::mma_sm80 {
+
+// Byte offset of (row, 16-byte chunk) in a swizzled tile with `kChunks` chunks per row.
+template <int kChunks>
+__device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
+  return static_cast<uint32_t>((row * kChunks + (chunk ^ (row & 7))) * 16);
+}
+
+// Copy `kRows` rows of D elements from global (row stride `stride`) into a swizzled shared tile. Rows at
+// or beyond `valid_rows` are zero-filled: zeros in K keep masked scores finite, zeros in V keep 0 * V
+// from turning into NaN.
+template <int kRows, int D, int kThreads, typename T>
+__device__ __forceinline__ void load_tile(uint32_t smem_tile, const T* gmem, int64_t stride,
+                                          int valid_rows, int tid) {
+  constexpr int kChunks = D / 8;
+  constexpr int kRounds = kRows * kChunks / kThreads;
+#pragma unroll
+  for (int i = 0; i < kRounds; ++i) {
+    const int c = tid + i * kThreads;
+    const int row = c / kChunks;
+    const int chunk = c % kChunks;
+    const bool valid = row < valid_rows;
+    const T* src = gmem + (valid ? row * stride + chunk * 8 : 0);
+    cp_async_16(smem_tile + swizzle<kChunks>(row, chunk), src, valid);
+  }
+}
+
+// A-operand fragments of the warp's 16 rows for mma k-step `kk` (dims 16kk..16kk+15).
+template <int D>
+__device__ __forceinline__ void load_q_fragment(uint32_t (&a)[4], uint32_t sQ, int warp_row0, int lane,
+                                                int kk) {
+  const int row = warp_row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int chunk = 2 * kk + (lane >> 4);
+  ldmatrix_x4(a, sQ + swizzle<D / 8>(row, chunk));
+}
+
+// S[16 x BN] = Q[16 x D] K_tile^T for this warp's rows, fp32.
+template <typename T, int D, int BN, bool kQInRegs>
+__device__ __forceinline__ void mma_qk(float (&s)[BN / 8][4], const uint32_t (&q_frag)[D / 16][4],
+                                       uint32_t sQ, uint32_t sK, int warp_row0, int lane) {
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+  // With Q in shared memory nothing in this loop indexes a register array, so it need not be unrolled;
+  // unrolling it let ptxas hoist the loads of every k-step and spill at the 128-register cap.
+#pragma unroll(kQInRegs ? D / 16 : 1)
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4];
+    if constexpr (kQInRegs) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = q_frag[kk][i];
+    } else {
+      load_q_fragment<D>(a, sQ, warp_row0, lane, kk);
+    }
+#pragma unroll
+    for (int nn = 0; nn < BN / 16; ++nn) {
+      // Matrices: keys +0..7 dims lo, keys +0..7 dims hi, keys +8..15 dims lo, keys +8..15 dims hi.
+      const int key = nn * 16 + (lane & 7) + (lane >> 4) * 8;
+      const int chunk = 2 * kk + ((lane >> 3) & 1);
+      uint32_t b[4];
+      ldmatrix_x4(b, sK + swizzle<D / 8>(key, chunk));
+      mma_16x8x16<T>(s[2 * nn], a, b[0], b[1]);
+      mma_16x8x16<T>(s[2 * nn + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// O[16 x D] += P[16 x BN] V_tile[BN x D]; P is the softmax numerator left in the S registers, whose
+// accumulator layout is exactly the A-operand layout of the next mma once packed to 16 bits.
+template <typename T, int D, int BN>
+__device__ __forceinline__ void mma_pv(float (&o)[D / 8][4], const float (&p)[BN / 8][4], uint32_t sV,
+                                       int lane) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    const uint32_t a[4] = {pack2<T>(p[2 * kk][0], p[2 * kk][1]), pack2<T>(p[2 * kk][2], p[2 * kk][3]),
+                           pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                           pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int dd = 0; dd < D / 16; ++dd) {
+      // Transposed matrices: keys +0..7 dims lo, keys +8..15 dims lo, keys +0..7 dims hi, keys +8..15 hi.
+      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      const int chunk = 2 * dd + (lane >> 4);
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, sV + swizzle<D / 8>(key, chunk));
+      mma_16x8x16<T>(o[2 * dd], a, b[0], b[1]);
+      mma_16x8x16<T>(o[2 * dd + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Scale scores into the log2 domain and mask keys past the end or above the causal diagonal with -inf.
+// Thread element (n, e) is row lane/4 (+8 for e >= 2), key 8n + 2(lane%4) + (e & 1) of the tile.
+template <int BN, bool kMask>
+__device__ __forceinline__ void scale_and_mask(float (&s)[BN / 8][4], const KernelParams& p, int row0,
+                                               int key0, int lane) {
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] *= p.scale_log2;
+      if constexpr (kMask) {
+        const int row = row0 + (lane >> 2) + (e >> 1) * 8;
+        const int key = key0 + n * 8 + 2 * (lane & 3) + (e & 1);
+        const bool visible = key < p.seqlen_k && (!p.causal || key <= row + p.causal_offset);
+        if (!visible) s[n][e] = -INFINITY;
+      }
+    }
+  }
+}
+
+// Max of each of the thread's two rows over the tile, shared across the 4 lanes that hold a row.
+template <int BN>
+__device__ __forceinline__ void row_max(const float (&s)[BN / 8][4], float (&mx)[2]) {
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n) {
+    mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+    mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+  }
+}
+
+// Online-softmax step for one tile: raise the running max, rescale the running sum and O by
+// 2^(m_old - m_new), and turn S into P = 2^(S - m_new) in place. A row that has seen only masked keys
+// keeps m = -inf; it exponentiates against 0 instead, so P and the rescale factor are 0, never NaN.
+template <int BN, int D>
+__device__ __forceinline__ void rescale(float (&s)[BN / 8][4], float (&o)[D / 8][4], float (&m)[2],
+                                        float (&l)[2]) {
+  float tile_max[2];
+  row_max<BN>(s, tile_max);
+  float base[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_new = fmaxf(m[r], tile_max[r]);
+    base[r] = m_new == -INFINITY ? 0.f : m_new;
+    const float alpha = fast_exp2(m[r] - base[r]);
+    m[r] = m_new;
+    l[r] *= alpha;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][2 * r] *= alpha;
+      o[n][2 * r + 1] *= alpha;
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[n][e] = fast_exp2(s[n][e] - base[e >> 1]);
+      l[e >> 1] += s[n][e];
+    }
+  }
+}
+
+// Normalise O by the row sums, stage it through the warp's own rows of the (now unused) Q tile, and
+// write it with 16-byte coalesced stores; write the log-sum-exp. Rows past seqlen_q are not written.
+template <typename T, int D>
+__device__ __forceinline__ void store_output(float (&o)[D / 8][4], const float (&m)[2], float (&l)[2],
+                                             char* smem_q, const KernelParams& p,
+                                             T* o_tile, float* lse_rows, int q0, int warp_row0,
+                                             int lane) {
+  constexpr int kChunks = D / 8;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
+
+  __syncwarp();  // every lane of this warp is done reading its Q rows
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = warp_row0 + (lane >> 2) + r * 8;
+      const uint32_t off = swizzle<kChunks>(row, n) + 4 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(smem_q + off) = pack2<T>(o[n][2 * r] * inv[r], o[n][2 * r + 1] * inv[r]);
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int i = 0; i < 16 * kChunks / 32; ++i) {
+    const int c = lane + i * 32;
+    const int row = c / kChunks;
+    const int chunk = c % kChunks;
+    if (q0 + warp_row0 + row < p.seqlen_q) {
+      const uint4 v = *reinterpret_cast<const uint4*>(smem_q + swizzle<kChunks>(warp_row0 + row, chunk));
+      *reinterpret_cast<uint4*>(o_tile + (warp_row0 + row) * p.o_seq_stride + chunk * 8) = v;
+    }
+  }
+  if (lse_rows != nullptr && (lane & 3) == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = q0 + warp_row0 + (lane >> 2) + r * 8;
+      if (row < p.seqlen_q)
+        lse_rows[row] = l[r] > 0.f ? m[r] * 0.69314718055994531f + __logf(l[r]) : -INFINITY;
+    }
+  }
+}
+
+template <typename T, int D>
+struct Kernel {
+  static constexpr TileConfig kCfg = *find_config(D);
+  static constexpr int kThreads = kCfg.threads();
+  static constexpr int kBM = kCfg.block_m();
+  static constexpr int kBN = kCfg.block_n;
+  static constexpr bool kQInRegs = kCfg.q_in_registers;
+};
+
+template <typename T, int D>
+__global__ void __launch_bounds__(Kernel<T, D>::kThreads, Kernel<T, D>::kCfg.min_blocks_per_sm)
+    attention_kernel(const KernelParams p) {
+  using K = Kernel<T, D>;
+  constexpr int kBM = K::kBM;
+  constexpr int kBN = K::kBN;
+  constexpr int kThreads = K::kThreads;
+
+  extern __shared__ __align__(128) char smem[];
+  const uint32_t sQ = smem_addr(smem);
+  const uint32_t sK0 = sQ + kBM * D * 2;
+  const uint32_t sV0 = sK0 + 2 * kBN * D * 2;
+  constexpr uint32_t kKVTileBytes = kBN * D * 2;
+
+  // Blocks of one (batch, head) are adjacent in launch order so that their K/V stay in L2; with a causal
+  // mask the longest rows go first so that the short ones fill in the tail.
+  const int num_q_blocks = (p.seqlen_q + kBM - 1) / kBM;
+  const int bh = blockIdx.x / num_q_blocks;
+  const int qb_linear = blockIdx.x % num_q_blocks;
+  const int q_block = p.causal ? num_q_blocks - 1 - qb_linear : qb_linear;
+  const int b = bh / p.heads_q;
+  const int h = bh % p.heads_q;
+  const int h_kv = h / p.kv_group;
+  const int q0 = q_block * kBM;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int warp_row0 = warp * 16;
+
+  const T* q_tile = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
+                    static_cast<int64_t>(q0) * p.q_seq_stride;
+  const T* k_head = static_cast<const T*>(p.k) + b * p.k_batch_stride + h_kv * p.k_head_stride;
+  const T* v_head = static_cast<const T*>(p.v) + b * p.v_batch_stride + h_kv * p.v_head_stride;
+  T* o_tile = static_cast<T*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride +
+              static_cast<int64_t>(q0) * p.o_seq_stride;
+  float* lse_rows =
+      p.lse != nullptr ? p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q : nullptr;
+
+  // Keys this block can see: all of them, or up to the causal diagonal of its last valid row.
+  int kv_end = p.seqlen_k;
+  if (p.causal) {
+    const int last_row = min(q0 + kBM, p.seqlen_q) - 1;
+    kv_end = max(0, min(kv_end, last_row + p.causal_offset + 1));
+  }
+  const int num_kv_tiles = (kv_end + kBN - 1) / kBN;
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.f, 0.f};
+
+  if (num_kv_tiles > 0) {
+    // Commit groups, in order: {Q, K0}, {V0}, then {K(j+1)} and {V(j+1)} once per tile (empty groups
+    // past the last tile), so waiting with one group still pending always means "the tile needed now".
+    load_tile<kBM, D, kThreads>(sQ, q_tile, p.q_seq_stride, p.seqlen_q - q0, tid);
+    load_tile<kBN, D, kThreads>(sK0, k_head, p.k_seq_stride, p.seqlen_k, tid);
+    cp_async_commit();
+    load_tile<kBN, D, kThreads>(sV0, v_head, p.v_seq_stride, p.seqlen_k, tid);
+    cp_async_commit();
+
+    uint32_t q_frag[D / 16][4];
+    for (int j = 0; j < num_kv_tiles; ++j) {
+      const int key0 = j * kBN;
+      const uint32_t sK = sK0 + (j & 1) * kKVTileBytes;
+      const uint32_t sV = sV0 + (j & 1) * kKVTileBytes;
+      const bool has_next = j + 1 < num_kv_tiles;
+
+      cp_async_wait<1>();
+      __syncthreads();  // K(j) visible to all; every warp is past tile j-1, so its buffers are free
+      if constexpr (K::kQInRegs) {
+        if (j == 0) {
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_frag[kk], sQ, warp_row0, lane, kk);
+        }
+      }
+      if (has_next) {
+        const int next = key0 + kBN;
+        load_tile<kBN, D, kThreads>(sK0 + ((j + 1) & 1) * kKVTileBytes,
+                                    k_head + static_cast<int64_t>(next) * p.k_seq_stride, p.k_seq_stride,
+                                    p.seqlen_k - next, tid);
+      }
+      cp_async_commit();
+
+      float s[kBN / 8][4];
+      mma_qk<T, D, kBN, K::kQInRegs>(s, q_frag, sQ, sK, warp_row0, lane);
+      const bool needs_mask =
+          key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > q0 + warp_row0 + p.causal_offset);
+      if (needs_mask)
+        scale_and_mask<kBN, true>(s, p, q0 + warp_row0, key0, lane);
+      else
+        scale_and_mask<kBN, false>(s, p, q0 + warp_row0, key0, lane);
+      rescale<kBN, D>(s, o, m, l);
+
+      cp_async_wait<1>();
+      __syncthreads();  // V(j) visible to all
+      if (has_next) {
+        const int next = key0 + kBN;
+        load_tile<kBN, D, kThreads>(sV0 + ((j + 1) & 1) * kKVTileBytes,
+                                    v_head + static_cast<int64_t>(next) * p.v_seq_stride, p.v_seq_stride,
+                                    p.seqlen_k - next, tid);
+      }
+      cp_async_commit();
+      mma_pv<T, D, kBN>(o, s, sV, lane);
+    }
+    cp_async_wait<0>();
+  }
+  __syncthreads();  // Q tile reads (and any in-flight copies into it) are over before it stages O
+  store_output<T, D>(o, m, l, smem, p, o_tile, lse_rows, q0, warp_row0, lane);
+}
+
+}  // namespace evosdpa::detail::mma_sm80

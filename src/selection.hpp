@@ -1,0 +1,63 @@
+// Argument validation and kernel selection. One function, select_kernel, decides which kernel runs;
+// evosdpa_supports() and evosdpa_attention_forward() both call it, so they cannot disagree. It needs no
+// GPU: the device is described by a DeviceInfo, which tests can make up.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "evosdpa/evosdpa.h"
+
+namespace evosdpa::detail {
+
+struct Check {
+  evosdpa_status_t status = EVOSDPA_SUCCESS;
+  std::string message;
+  bool ok() const { return status == EVOSDPA_SUCCESS; }
+};
+
+// Kernel families, fastest first: "auto" takes the first that supports the arguments.
+enum class KernelId : int { MmaSm80 = 0, Reference = 1 };
+inline constexpr int kKernelCount = 2;
+
+const char* kernel_name(KernelId id);
+// nullopt for an unknown name; "auto" is not a kernel name.
+std::optional<KernelId> kernel_from_name(std::string_view name);
+
+// nullptr, "" and "auto" ask for automatic selection.
+bool is_auto(const char* requested);
+
+// INVALID_ARGUMENT naming the known kernels when `requested` is neither automatic nor a kernel name.
+Check check_kernel_name(const char* requested);
+
+struct DeviceInfo {
+  int ordinal = 0;
+  int cc_major = 0;
+  int cc_minor = 0;
+  long long max_smem_per_block_optin = 0;  // bytes a block may use after opting in
+};
+
+// Head dims every kernel supports; anything else is refused up front.
+bool head_dim_supported(int64_t head_dim);
+
+// Everything that can be checked from the arguments alone: enums, sizes, null and misaligned pointers,
+// strides, overflow. Says nothing about kernels or devices.
+Check validate_params(const evosdpa_params_t& p);
+
+// Whether a problem has no output rows at all (nothing to launch).
+bool has_no_queries(const evosdpa_params_t& p);
+
+// Whether one kernel can run these (already validated) arguments on this device; the message says why not.
+Check kernel_supports(KernelId id, const evosdpa_params_t& p, const DeviceInfo& dev);
+
+struct Selection {
+  Check check;
+  KernelId kernel = KernelId::Reference;
+};
+
+// The single selection function: validation, device generation, then the requested kernel ("auto",
+// "" or nullptr for the fastest supporting one).
+Selection select_kernel(const evosdpa_params_t& p, const DeviceInfo& dev, const char* requested);
+
+}  // namespace evosdpa::detail

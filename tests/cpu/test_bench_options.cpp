@@ -1,0 +1,112 @@
+// evosdpa-bench's option parsing, named grids, FLOP counts and statistics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "bench_options.hpp"
+
+using namespace evosdpa::bench;
+
+namespace {
+
+std::optional<Options> parse(std::vector<std::string> args, std::string* err = nullptr) {
+  std::string e;
+  bool help = false;
+  auto o = parse_options(args, e, help);
+  if (err) *err = e;
+  return o;
+}
+
+TEST(BenchOptions, DefaultIsTheSmallAcceptanceShape) {
+  const auto o = parse({});
+  ASSERT_TRUE(o);
+  ASSERT_EQ(o->shapes.size(), 1u);
+  const auto& s = o->shapes[0];
+  EXPECT_EQ(s.batch, 1);
+  EXPECT_EQ(s.heads, 8);
+  EXPECT_EQ(s.seqlen_q, 512);
+  EXPECT_EQ(s.seqlen_k, 512);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_EQ(s.dtype, EVOSDPA_DTYPE_FLOAT16);
+  EXPECT_EQ(s.causal, EVOSDPA_CAUSAL_NONE);
+  EXPECT_EQ(o->kernels, std::vector<std::string>{"auto"});
+  EXPECT_TRUE(o->verify);
+}
+
+TEST(BenchOptions, ShapeFlags) {
+  const auto o = parse({"--batch", "2", "--heads", "4", "--seqlen-q", "100", "--seqlen-k", "300", "--head-dim", "128",
+                        "--dtype", "both", "--causal", "bottom-right", "--kernel", "mma_sm80,reference", "--graph",
+                        "--cold-l2", "--iters", "7", "--warmup", "0", "--json", "x.json"});
+  ASSERT_TRUE(o);
+  ASSERT_EQ(o->shapes.size(), 2u);
+  EXPECT_EQ(o->shapes[1].dtype, EVOSDPA_DTYPE_BFLOAT16);
+  EXPECT_EQ(o->shapes[0].seqlen_q, 100);
+  EXPECT_EQ(o->shapes[0].seqlen_k, 300);
+  EXPECT_EQ(o->shapes[0].causal, EVOSDPA_CAUSAL_BOTTOM_RIGHT);
+  EXPECT_EQ(o->kernels, (std::vector<std::string>{"mma_sm80", "reference"}));
+  EXPECT_TRUE(o->graph && o->cold_l2);
+  EXPECT_EQ(o->iters, 7);
+  EXPECT_EQ(o->warmup, 0);
+  EXPECT_EQ(o->json_path, "x.json");
+}
+
+TEST(BenchOptions, Errors) {
+  std::string e;
+  EXPECT_FALSE(parse({"--batch"}, &e));
+  EXPECT_NE(e.find("needs a value"), std::string::npos);
+  EXPECT_FALSE(parse({"--batch", "x"}, &e));
+  EXPECT_NE(e.find("not an integer"), std::string::npos);
+  EXPECT_FALSE(parse({"--iters", "0"}, &e));
+  EXPECT_FALSE(parse({"--dtype", "fp8"}, &e));
+  EXPECT_FALSE(parse({"--causal", "yes"}, &e));
+  EXPECT_FALSE(parse({"--grid", "huge"}, &e));
+  EXPECT_FALSE(parse({"--frobnicate"}, &e));
+  EXPECT_NE(e.find("unknown option"), std::string::npos);
+  bool help = false;
+  EXPECT_FALSE(parse_options({"--help"}, e, help));
+  EXPECT_TRUE(help);
+  EXPECT_NE(e.find("usage"), std::string::npos);
+}
+
+TEST(BenchOptions, NamedGrids) {
+  const auto acc = named_grid("acceptance", EVOSDPA_DTYPE_FLOAT16);
+  ASSERT_TRUE(acc);
+  EXPECT_EQ(acc->size(), 5u);
+  const auto fa3 = named_grid("fa3", EVOSDPA_DTYPE_BFLOAT16);
+  ASSERT_TRUE(fa3);
+  EXPECT_EQ(fa3->size(), 2u * 2u * 6u);
+  for (const auto& s : *fa3) {
+    EXPECT_EQ(s.batch * s.seqlen_q, 16384);
+    EXPECT_EQ(s.heads * s.head_dim, 2048);
+    EXPECT_EQ(s.dtype, EVOSDPA_DTYPE_BFLOAT16);
+  }
+  const auto o = parse({"--grid", "acceptance", "--dtype", "both"});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->shapes.size(), 10u);
+}
+
+TEST(BenchOptions, FlopCounts) {
+  BenchShape s;
+  s.batch = 2, s.heads = 3, s.seqlen_q = s.seqlen_k = 4, s.head_dim = 8;
+  EXPECT_DOUBLE_EQ(s.flops(), 4.0 * 2 * 3 * 16 * 8);
+  s.causal = EVOSDPA_CAUSAL_TOP_LEFT;  // 1+2+3+4 visible pairs
+  EXPECT_DOUBLE_EQ(s.flops(), 4.0 * 2 * 3 * 10 * 8);
+  s.seqlen_q = 2;  // bottom-right: rows see 3 and 4 keys
+  s.causal = EVOSDPA_CAUSAL_BOTTOM_RIGHT;
+  EXPECT_DOUBLE_EQ(s.flops(), 4.0 * 2 * 3 * 7 * 8);
+  EXPECT_DOUBLE_EQ(s.bytes(), 2.0 * 2 * 3 * 8 * (2 * 2 + 2 * 4));
+}
+
+TEST(BenchStats, Summaries) {
+  const Stats s = summarize({5, 1, 3, 2, 4});
+  EXPECT_EQ(s.count, 5);
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 5);
+  EXPECT_DOUBLE_EQ(s.mean, 3);
+  EXPECT_NEAR(s.stddev, std::sqrt(2.5), 1e-12);
+  EXPECT_DOUBLE_EQ(s.p90, 4.6);
+  EXPECT_EQ(summarize({}).count, 0);
+}
+
+}  // namespace

@@ -1,0 +1,122 @@
+#include "gpu/gpu_harness.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <stdexcept>
+
+using namespace evosdpa::host;
+
+namespace gpu_test {
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::BHSD: return "bhsd";
+    case Layout::BSHD: return "bshd";
+    case Layout::Padded: return "padded";
+  }
+  return "?";
+}
+
+DeviceBuffer::DeviceBuffer(size_t n) : bytes(n) {
+  if (n > 0 && cudaMalloc(&ptr, n) != cudaSuccess) throw std::runtime_error("cudaMalloc failed");
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr) cudaFree(ptr);
+}
+
+Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim) {
+  switch (l) {
+    case Layout::BHSD: return {heads * seqlen * head_dim, seqlen * head_dim, head_dim};
+    case Layout::BSHD: return {seqlen * heads * head_dim, head_dim, heads * head_dim};
+    case Layout::Padded: {
+      const int64_t row = head_dim + 8, head = seqlen * row + 64;
+      return {heads * head, head, row};
+    }
+  }
+  return {0, 0, 0};
+}
+
+int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, int64_t head_dim) {
+  return batch * strides_for(l, heads, seqlen, head_dim).batch + 8;
+}
+
+namespace {
+
+void upload(DeviceBuffer& buf, const std::vector<float>& x, Layout l, int64_t B, int64_t H, int64_t L, int64_t D,
+            evosdpa_dtype_t dtype) {
+  const Strides st = strides_for(l, H, L, D);
+  // Untouched storage holds a recognisable finite value, so reads outside the tensor would show.
+  std::vector<uint16_t> host(buf.bytes / 2, encode(dtype, 1000.f));
+  scatter(x, B, H, L, D, dtype, st.batch, st.head, st.seq, host);
+  if (cudaMemcpy(buf.ptr, host.data(), buf.bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+    throw std::runtime_error("upload failed");
+}
+
+}  // namespace
+
+DeviceProblem::DeviceProblem(const Shape& s, evosdpa_dtype_t dtype, Layout layout, const Inputs& in, bool with_lse)
+    : shape_(s),
+      dtype_(dtype),
+      layout_(layout),
+      q_(2 * storage_elems(layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim)),
+      k_(2 * storage_elems(layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim)),
+      v_(2 * storage_elems(layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim)),
+      o_(2 * storage_elems(layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim)),
+      lse_(with_lse ? 4 * s.rows() + 4 : 0) {
+  upload(q_, in.q, layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim, dtype);
+  upload(k_, in.k, layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim, dtype);
+  upload(v_, in.v, layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim, dtype);
+  evosdpa_params_init(&params_);
+  params_.q = q_.ptr;
+  params_.k = k_.ptr;
+  params_.v = v_.ptr;
+  params_.o = o_.ptr;
+  params_.lse = with_lse ? static_cast<float*>(lse_.ptr) : nullptr;
+  params_.dtype = dtype;
+  params_.batch = s.batch;
+  params_.heads_q = s.heads_q;
+  params_.heads_kv = s.heads_kv;
+  params_.seqlen_q = s.seqlen_q;
+  params_.seqlen_k = s.seqlen_k;
+  params_.head_dim = s.head_dim;
+  params_.causal = s.causal;
+  params_.softmax_scale = static_cast<float>(s.scale);
+  const Strides sq = strides_for(layout, s.heads_q, s.seqlen_q, s.head_dim);
+  const Strides sk = strides_for(layout, s.heads_kv, s.seqlen_k, s.head_dim);
+  params_.q_batch_stride = params_.o_batch_stride = sq.batch;
+  params_.q_head_stride = params_.o_head_stride = sq.head;
+  params_.q_seq_stride = params_.o_seq_stride = sq.seq;
+  params_.k_batch_stride = params_.v_batch_stride = sk.batch;
+  params_.k_head_stride = params_.v_head_stride = sk.head;
+  params_.k_seq_stride = params_.v_seq_stride = sk.seq;
+  poison();
+}
+
+void DeviceProblem::poison() {
+  if (o_.ptr) cudaMemset(o_.ptr, 0xff, o_.bytes);
+  if (lse_.ptr) cudaMemset(lse_.ptr, 0xff, lse_.bytes);
+  cudaDeviceSynchronize();
+}
+
+std::vector<uint16_t> DeviceProblem::raw_output() const {
+  std::vector<uint16_t> host(o_.bytes / 2);
+  if (!host.empty() && cudaMemcpy(host.data(), o_.ptr, o_.bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+    throw std::runtime_error("download failed");
+  return host;
+}
+
+std::vector<float> DeviceProblem::output() const {
+  const Strides st = strides_for(layout_, shape_.heads_q, shape_.seqlen_q, shape_.head_dim);
+  return gather(raw_output(), shape_.batch, shape_.heads_q, shape_.seqlen_q, shape_.head_dim, dtype_, st.batch,
+                st.head, st.seq);
+}
+
+std::vector<float> DeviceProblem::lse() const {
+  std::vector<float> host(static_cast<size_t>(shape_.rows()));
+  if (!host.empty() && cudaMemcpy(host.data(), lse_.ptr, host.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
+    throw std::runtime_error("download failed");
+  return host;
+}
+
+}  // namespace gpu_test

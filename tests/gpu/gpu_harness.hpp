@@ -1,0 +1,69 @@
+// Runs one attention problem on the GPU from host inputs, in a chosen memory layout, with the outputs
+// poisoned (all bits set: NaN in fp16, bf16 and fp32) before the call.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "evosdpa/evosdpa.hpp"
+#include "host/cpu_reference.hpp"
+
+namespace gpu_test {
+
+#define CUDA_OK(expr)                                                                   \
+  do {                                                                                  \
+    const cudaError_t e_ = (expr);                                                      \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);              \
+  } while (0)
+
+// BHSD and BSHD are contiguous; Padded is BHSD with 8 spare elements after every row and 64 after every
+// head, so no stride is a product of sizes and writes past a row would land in the padding.
+enum class Layout { BHSD, BSHD, Padded };
+const char* layout_name(Layout l);
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n);
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+};
+
+struct Strides {
+  int64_t batch, head, seq;
+};
+Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim);
+int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, int64_t head_dim);
+
+// A problem uploaded to the device, ready to run repeatedly.
+class DeviceProblem {
+ public:
+  DeviceProblem(const evosdpa::host::Shape& s, evosdpa_dtype_t dtype, Layout layout,
+                const evosdpa::host::Inputs& in, bool with_lse);
+  evosdpa_params_t params() const { return params_; }
+  void poison();                             // fill O and lse with NaN bits
+  std::vector<float> output() const;         // O as BHSD floats
+  std::vector<float> lse() const;            // [B, Hq, Lq]
+  // Raw bytes of the whole O allocation, padding included (for bitwise and untouched-padding checks).
+  std::vector<uint16_t> raw_output() const;
+
+ private:
+  evosdpa::host::Shape shape_;
+  evosdpa_dtype_t dtype_;
+  Layout layout_;
+  DeviceBuffer q_, k_, v_, o_, lse_;
+  evosdpa_params_t params_;
+};
+
+// Tolerances: the output may be at most twice as far from float64 as the plain same-precision
+// implementation, plus this absolute floor (about one output ulp near 1).
+inline double output_floor(evosdpa_dtype_t dtype) { return dtype == EVOSDPA_DTYPE_FLOAT16 ? 1e-3 : 8e-3; }
+// The log-sum-exp is fp32 arithmetic on exact products; allow this absolute error (relative for large).
+inline double lse_tolerance(double magnitude) { return 1e-4 * std::max(1.0, magnitude); }
+
+}  // namespace gpu_test

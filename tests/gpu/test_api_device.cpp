@@ -1,0 +1,133 @@
+// The public API on a real device: pointer checks, supports() agreeing with dispatch, streams, CUDA
+// graph capture, and the automatic fallback for inputs the tensor-core kernel cannot take.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "gpu/gpu_harness.hpp"
+
+using namespace evosdpa::host;
+using namespace gpu_test;
+
+namespace {
+
+Shape small_shape(int64_t d = 64) {
+  Shape s;
+  s.batch = 2, s.heads_q = s.heads_kv = 4, s.seqlen_q = 300, s.seqlen_k = 200, s.head_dim = d;
+  s.causal = EVOSDPA_CAUSAL_BOTTOM_RIGHT;
+  return s;
+}
+
+TEST(DeviceApi, HostPointerIsRefused) {
+  const Shape s = small_shape();
+  DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 1), false);
+  auto p = prob.params();
+  std::vector<uint16_t> host(static_cast<size_t>(s.kv_elems()));
+  p.k = host.data();
+  const auto r = evosdpa::attention_forward(p);
+  EXPECT_EQ(r.status, EVOSDPA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(r.message.find("k is host memory"), std::string::npos) << r.message;
+}
+
+TEST(DeviceApi, PointerOnAnotherDeviceIsRefused) {
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  if (n < 2) GTEST_SKIP() << "needs two GPUs";
+  const Shape s = small_shape();
+  DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 1), false);
+  const auto p = prob.params();
+  CUDA_OK(cudaSetDevice(1));
+  const auto r = evosdpa::attention_forward(p);
+  CUDA_OK(cudaSetDevice(0));
+  EXPECT_EQ(r.status, EVOSDPA_ERROR_DEVICE) << r.message;
+}
+
+TEST(DeviceApi, SupportsNamesTheKernelThatRuns) {
+  const Shape s = small_shape();
+  DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 2), true);
+  auto p = prob.params();
+  auto r = evosdpa::supports(p);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.kernel, "mma_sm80");
+  // A row stride of 68 elements is element-aligned but not 16-byte aligned for every row.
+  p.q_seq_stride = 68;
+  p.seqlen_q = 100;
+  r = evosdpa::supports(p);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.kernel, "reference");
+  r = evosdpa::supports(p, "mma_sm80");
+  EXPECT_EQ(r.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(r.message.find("q seq stride 68"), std::string::npos) << r.message;
+  EXPECT_EQ(evosdpa::attention_forward(p, nullptr, "mma_sm80").status, EVOSDPA_ERROR_NOT_SUPPORTED);
+}
+
+TEST(DeviceApi, MisalignedInputsFallBackToTheReferenceKernelCorrectly) {
+  Shape s = small_shape();
+  const Inputs in = random_inputs(s, EVOSDPA_DTYPE_BFLOAT16, 1.0, std::random_device{}());
+  // Q stored at an offset of one element: 2-byte aligned, not 16.
+  std::vector<uint16_t> q_host(static_cast<size_t>(s.q_elems() + 1));
+  scatter(in.q, s.batch, s.heads_q, s.seqlen_q, s.head_dim, EVOSDPA_DTYPE_BFLOAT16, s.heads_q * s.seqlen_q * 64,
+          s.seqlen_q * 64, 64, q_host);
+  std::memmove(q_host.data() + 1, q_host.data(), static_cast<size_t>(s.q_elems()) * 2);
+  DeviceProblem prob(s, EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, in, true);
+  DeviceBuffer q_shifted(q_host.size() * 2);
+  CUDA_OK(cudaMemcpy(q_shifted.ptr, q_host.data(), q_host.size() * 2, cudaMemcpyHostToDevice));
+  auto p = prob.params();
+  p.q = static_cast<const uint16_t*>(q_shifted.ptr) + 1;
+  const auto r = evosdpa::attention_forward(p);
+  ASSERT_TRUE(r.ok()) << r.message;
+  CUDA_OK(cudaDeviceSynchronize());
+  const Reference ref = attention_f64(s, in);
+  const double base = max_abs_error(attention_same_precision(s, in, EVOSDPA_DTYPE_BFLOAT16), ref.o);
+  EXPECT_LE(max_abs_error(prob.output(), ref.o), 2 * base + output_floor(EVOSDPA_DTYPE_BFLOAT16));
+}
+
+TEST(DeviceApi, RunsOnAStreamAndInsideACudaGraph) {
+  const Shape s = small_shape(128);
+  DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BSHD, random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 3), true);
+  const auto p = prob.params();
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  ASSERT_TRUE(evosdpa::attention_forward(p, stream).ok());
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const auto direct = prob.raw_output();
+  const auto direct_lse = prob.lse();
+
+  prob.poison();
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const auto r = evosdpa::attention_forward(p, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  ASSERT_TRUE(r.ok()) << r.message;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; ++i) {
+    prob.poison();
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    EXPECT_EQ(prob.raw_output(), direct) << "graph replay " << i;
+    EXPECT_EQ(std::memcmp(prob.lse().data(), direct_lse.data(), direct_lse.size() * 4), 0);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(DeviceApi, EmptyKeysGiveZerosAndMinusInfinity) {
+  Shape s = small_shape();
+  s.seqlen_k = 0;
+  DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 4), true);
+  auto p = prob.params();
+  p.k = p.v = nullptr;  // empty tensors may be null, as PyTorch gives them
+  for (const char* kernel : {"mma_sm80", "reference"}) {
+    prob.poison();
+    const auto r = evosdpa::attention_forward(p, nullptr, kernel);
+    ASSERT_TRUE(r.ok()) << r.message;
+    CUDA_OK(cudaDeviceSynchronize());
+    for (float x : prob.output()) ASSERT_EQ(x, 0.f) << kernel;
+    for (float x : prob.lse()) ASSERT_TRUE(std::isinf(x) && x < 0) << kernel;
+  }
+}
+
+}  // namespace
