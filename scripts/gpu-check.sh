@@ -30,7 +30,9 @@ for tool in memcheck racecheck synccheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 99 "$tests" --gtest_filter="$small" --gtest_brief=1 \
     >"$logs/sanitizer-$tool.log" 2>&1
   san_rc[$tool]=$?
-  san_errors[$tool]=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$logs/sanitizer-$tool.log" | tail -n 1 | grep -oE '[0-9]+')
+  # memcheck/synccheck end with "ERROR SUMMARY: N errors", racecheck with "... (N errors, M warnings)".
+  san_errors[$tool]=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool.log" | tail -n 1 |
+    grep -oE '[0-9]+ errors?' | grep -oE '[0-9]+')
 done
 
 passed=$(grep -cE '^\[       OK \]' "$logs/gpu-tests.log")
