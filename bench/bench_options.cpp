@@ -177,7 +177,8 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
   }
   for (auto dt : dtypes) {
     if (!o.grid.empty()) {
-      for (const auto& s : *named_grid(o.grid, dt)) o.shapes.push_back(s);
+      const auto grid = named_grid(o.grid, dt);  // a named local: ranging over *named_grid(..) would dangle
+      o.shapes.insert(o.shapes.end(), grid->begin(), grid->end());
     } else {
       BenchShape s = shape;
       s.dtype = dt;

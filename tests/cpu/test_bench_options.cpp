@@ -82,7 +82,11 @@ TEST(BenchOptions, NamedGrids) {
   }
   const auto o = parse({"--grid", "acceptance", "--dtype", "both"});
   ASSERT_TRUE(o);
-  EXPECT_EQ(o->shapes.size(), 10u);
+  ASSERT_EQ(o->shapes.size(), 10u);
+  EXPECT_EQ(o->shapes[0].batch, 1);  // the grid's own shapes, not dangling copies
+  EXPECT_EQ(o->shapes[0].heads, 8);
+  EXPECT_EQ(o->shapes[9].head_dim, 128);
+  EXPECT_EQ(o->shapes[9].dtype, EVOSDPA_DTYPE_BFLOAT16);
 }
 
 TEST(BenchOptions, FlopCounts) {
