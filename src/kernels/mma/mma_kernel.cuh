@@ -4,7 +4,10 @@
 // streams every K/V tile past them: S = Q K^T (mma.sync), online softmax on S in fp32 registers
 // (running row max m and row sum l), O += P V with P taken straight from the S accumulators. O is
 // divided by l once at the end. K and V tiles are double-buffered in shared memory by cp.async, so the
-// copy of tile j+1 overlaps the math on tile j.
+// copies for the next tile overlap the math on this one. The loop is software-pipelined by one tile:
+// S(j+1) = Q K(j+1)^T is issued before the softmax of tile j, so the tensor cores are busy while the
+// FP32 and special-function units exponentiate (measured on an H100, D=128, L=4096: see
+// docs/perf-log.md).
 //
 // Shared-memory tiles hold rows of D 16-bit elements in 16-byte chunks; chunk c of row r is stored at
 // chunk c ^ (r % 8). The 8 rows an ldmatrix phase reads then fall in 8 different bank groups, so
@@ -283,39 +286,54 @@ __global__ void __launch_bounds__(Kernel<T, D>::kThreads, Kernel<T, D>::kCfg.min
   float l[2] = {0.f, 0.f};
 
   if (num_kv_tiles > 0) {
-    // Commit groups, in order: {Q, K0}, {V0}, then {K(j+1)} and {V(j+1)} once per tile (empty groups
-    // past the last tile), so waiting with one group still pending always means "the tile needed now".
+    // Copy groups, in order: {Q, K0}, {V0, K1}, then one {V(j+1), K(j+2)} per tile (empty past the end).
+    // At the top of iteration j the group holding V(j) and K(j+1) is the newest, so "wait for all" is
+    // exactly what is needed, and the copies issued there have a whole tile of math to land behind.
     load_tile<kBM, D, kThreads>(sQ, q_tile, p.q_seq_stride, p.seqlen_q - q0, tid);
     load_tile<kBN, D, kThreads>(sK0, k_head, p.k_seq_stride, p.seqlen_k, tid);
     cp_async_commit();
     load_tile<kBN, D, kThreads>(sV0, v_head, p.v_seq_stride, p.seqlen_k, tid);
+    if (num_kv_tiles > 1)
+      load_tile<kBN, D, kThreads>(sK0 + kKVTileBytes, k_head + kBN * p.k_seq_stride, p.k_seq_stride,
+                                  p.seqlen_k - kBN, tid);
     cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // Q and K0 visible
 
     uint32_t q_frag[D / 16][4];
+    if constexpr (K::kQInRegs) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_frag[kk], sQ, warp_row0, lane, kk);
+    }
+    float s[kBN / 8][4];
+    mma_qk<T, D, kBN, K::kQInRegs>(s, q_frag, sQ, sK0, warp_row0, lane);
+
     for (int j = 0; j < num_kv_tiles; ++j) {
       const int key0 = j * kBN;
-      const uint32_t sK = sK0 + (j & 1) * kKVTileBytes;
-      const uint32_t sV = sV0 + (j & 1) * kKVTileBytes;
-      const bool has_next = j + 1 < num_kv_tiles;
-
-      cp_async_wait<1>();
-      __syncthreads();  // K(j) visible to all; every warp is past tile j-1, so its buffers are free
-      if constexpr (K::kQInRegs) {
-        if (j == 0) {
-#pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_frag[kk], sQ, warp_row0, lane, kk);
-        }
-      }
-      if (has_next) {
+      cp_async_wait<0>();
+      // V(j) and K(j+1) visible to all; every warp is past tile j-1, so K(j)'s buffer (already consumed
+      // into S) and V(j-1)'s buffer are free for the next copies.
+      __syncthreads();
+      if (j + 1 < num_kv_tiles) {
         const int next = key0 + kBN;
-        load_tile<kBN, D, kThreads>(sK0 + ((j + 1) & 1) * kKVTileBytes,
-                                    k_head + static_cast<int64_t>(next) * p.k_seq_stride, p.k_seq_stride,
+        load_tile<kBN, D, kThreads>(sV0 + ((j + 1) & 1) * kKVTileBytes,
+                                    v_head + static_cast<int64_t>(next) * p.v_seq_stride, p.v_seq_stride,
                                     p.seqlen_k - next, tid);
+      }
+      if (j + 2 < num_kv_tiles) {
+        const int next2 = key0 + 2 * kBN;
+        load_tile<kBN, D, kThreads>(sK0 + (j & 1) * kKVTileBytes,
+                                    k_head + static_cast<int64_t>(next2) * p.k_seq_stride, p.k_seq_stride,
+                                    p.seqlen_k - next2, tid);
       }
       cp_async_commit();
 
-      float s[kBN / 8][4];
-      mma_qk<T, D, kBN, K::kQInRegs>(s, q_frag, sQ, sK, warp_row0, lane);
+      // S of the next tile goes to the tensor cores first; the softmax of this tile (FP32 and
+      // special-function units) runs while it computes.
+      float s_next[kBN / 8][4];
+      if (j + 1 < num_kv_tiles)
+        mma_qk<T, D, kBN, K::kQInRegs>(s_next, q_frag, sQ, sK0 + ((j + 1) & 1) * kKVTileBytes, warp_row0, lane);
+
       const bool needs_mask =
           key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > q0 + warp_row0 + p.causal_offset);
       if (needs_mask)
@@ -323,17 +341,12 @@ __global__ void __launch_bounds__(Kernel<T, D>::kThreads, Kernel<T, D>::kCfg.min
       else
         scale_and_mask<kBN, false>(s, p, q0 + warp_row0, key0, lane);
       rescale<kBN, D>(s, o, m, l);
+      mma_pv<T, D, kBN>(o, s, sV0 + (j & 1) * kKVTileBytes, lane);
 
-      cp_async_wait<1>();
-      __syncthreads();  // V(j) visible to all
-      if (has_next) {
-        const int next = key0 + kBN;
-        load_tile<kBN, D, kThreads>(sV0 + ((j + 1) & 1) * kKVTileBytes,
-                                    v_head + static_cast<int64_t>(next) * p.v_seq_stride, p.v_seq_stride,
-                                    p.seqlen_k - next, tid);
-      }
-      cp_async_commit();
-      mma_pv<T, D, kBN>(o, s, sV, lane);
+#pragma unroll
+      for (int n = 0; n < kBN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] = s_next[n][e];
     }
     cp_async_wait<0>();
   }
