@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "host/ptxas_report.hpp"
+#include "kernels/mma/mma_config.hpp"
 
 using namespace evosdpa::host;
 
@@ -41,7 +42,7 @@ TEST(ResourceGate, ParsesPtxasOutput) {
   EXPECT_EQ(ks[0].spill_store_bytes, 4);
   EXPECT_EQ(ks[0].spill_load_bytes, 12);
   EXPECT_EQ(ks[0].static_smem_bytes, 16);
-  EXPECT_EQ(ks[0].threads_per_block, 256);
+  EXPECT_EQ(ks[0].threads_per_block, evosdpa::detail::mma_sm80::find_config(64)->threads());
   EXPECT_GT(ks[0].dynamic_smem_bytes, 0);
   EXPECT_EQ(ks[1].static_smem_bytes, 200000);
   const auto bad = gate_violations(ks);

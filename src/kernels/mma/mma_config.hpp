@@ -7,25 +7,32 @@ namespace evosdpa::detail::mma_sm80 {
 
 struct TileConfig {
   int head_dim;           // D: columns of Q, K, V and O
-  int warps;              // warps per block; each warp owns 16 query rows (one mma M-tile)
+  int warps;              // warps per block
+  int m_tiles;            // 16-row mma tiles of queries per warp; every K/V fragment read from shared
+                          // memory feeds m_tiles mma instructions
   int block_n;            // keys per K/V tile streamed through shared memory
   int min_blocks_per_sm;  // __launch_bounds__ occupancy hint: caps registers at 64K / (threads * this)
   bool q_in_registers;    // keep the warp's Q fragments in registers for the whole K/V loop, rather
                           // than re-reading them from shared memory for every K tile
+  bool overlap_qk;        // issue S(j+1) = Q K(j+1)^T before the softmax of tile j (costs a second S in
+                          // registers; K is then copied two tiles ahead)
 
   constexpr int threads() const { return warps * 32; }
-  constexpr int block_m() const { return warps * 16; }  // query rows per block
+  constexpr int warp_rows() const { return 16 * m_tiles; }
+  constexpr int block_m() const { return warps * warp_rows(); }  // query rows per block
   // Q tile + double-buffered K and V tiles, 2-byte elements (fp16/bf16).
   constexpr int smem_bytes() const { return (block_m() * head_dim + 2 * 2 * block_n * head_dim) * 2; }
 };
 
-// Block_m 128 halves the K/V traffic from L2 against 64 rows: at L=4096, D=128 a 64-row block streams
-// 8 GB of K/V through L2 for B=4,H=16, about as long as the math itself.
-// D=128 keeps Q in shared memory: O (64 floats) + S (32 floats) + Q (32 registers) exceeds the
-// 128-register budget that two 256-thread blocks per SM allow.
+// Chosen by measurement on an H100, fp16, B=4 L=4096 (docs/perf-log.md, v4): every row is the fastest
+// variant that compiles without spills. block_m is 128 in both: 64 doubles the K/V traffic from L2.
+// - D=64: 4 warps of 32 rows, 2 blocks/SM: 274 TFLOP/s against 239 for 8 warps of 16 rows (whose
+//   ldmatrix traffic per mma is twice as high); Q in registers as well spills 40 bytes at 255.
+// - D=128: 8 warps of 16 rows, 1 block/SM, Q in registers: 299 TFLOP/s; 4 warps of 32 rows spill at
+//   255 registers with 64-key tiles and reach only 275 with 32-key tiles; overlapping QK^T cost 17%.
 inline constexpr TileConfig kConfigs[] = {
-    {64, 8, 64, 1, true},
-    {128, 8, 64, 1, true},
+    {64, 4, 2, 64, 2, false, false},
+    {128, 8, 1, 64, 1, true, false},
 };
 
 constexpr const TileConfig* find_config(int head_dim) {
@@ -37,7 +44,7 @@ constexpr const TileConfig* find_config(int head_dim) {
 constexpr bool valid(const TileConfig& c) {
   return c.head_dim % 16 == 0 &&   // mma k-steps of 16 over D in Q.K^T, n-tile pairs in P.V
          c.block_n % 16 == 0 &&    // mma k-steps of 16 keys in P.V
-         c.warps >= 1 && c.warps <= 16 &&
+         c.warps >= 1 && c.warps <= 16 && c.m_tiles >= 1 && c.m_tiles <= 4 &&
          (c.block_m() * c.head_dim / 8) % c.threads() == 0 &&  // Q tile copied in whole 16-byte rounds
          (c.block_n * c.head_dim / 8) % c.threads() == 0 &&    // likewise each K/V tile
          c.min_blocks_per_sm >= 1;

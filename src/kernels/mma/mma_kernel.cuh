@@ -1,13 +1,12 @@
 // Fused attention forward on sm_80+ tensor cores (FlashAttention-2 scheme).
 //
-// One block computes `block_m` query rows of one (batch, head). Each warp owns 16 of those rows and
-// streams every K/V tile past them: S = Q K^T (mma.sync), online softmax on S in fp32 registers
+// One block computes `block_m` query rows of one (batch, head). Each warp owns 16 * m_tiles of those
+// rows and streams every K/V tile past them: S = Q K^T (mma.sync), online softmax on S in fp32 registers
 // (running row max m and row sum l), O += P V with P taken straight from the S accumulators. O is
 // divided by l once at the end. K and V tiles are double-buffered in shared memory by cp.async, so the
-// copies for the next tile overlap the math on this one. The loop is software-pipelined by one tile:
-// S(j+1) = Q K(j+1)^T is issued before the softmax of tile j, so the tensor cores are busy while the
-// FP32 and special-function units exponentiate (measured on an H100, D=128, L=4096: see
-// docs/perf-log.md).
+// copies for the next tile overlap the math on this one, with one barrier per tile. With overlap_qk the
+// loop is software-pipelined by one tile: S(j+1) = Q K(j+1)^T is issued before the softmax of tile j,
+// so the tensor cores work while the FP32 and special-function units exponentiate.
 //
 // Shared-memory tiles hold rows of D 16-bit elements in 16-byte chunks; chunk c of row r is stored at
 // chunk c ^ (r % 8). The 8 rows an ldmatrix phase reads then fall in 8 different bank groups, so
@@ -47,31 +46,35 @@ __device__ __forceinline__ void load_tile(uint32_t smem_tile, const T* gmem, int
   }
 }
 
-// A-operand fragments of the warp's 16 rows for mma k-step `kk` (dims 16kk..16kk+15).
+// A-operand fragment of the 16 rows starting at `row0` for mma k-step `kk` (dims 16kk..16kk+15).
 template <int D>
-__device__ __forceinline__ void load_q_fragment(uint32_t (&a)[4], uint32_t sQ, int warp_row0, int lane,
-                                                int kk) {
-  const int row = warp_row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+__device__ __forceinline__ void load_q_fragment(uint32_t (&a)[4], uint32_t sQ, int row0, int lane, int kk) {
+  const int row = row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
   const int chunk = 2 * kk + (lane >> 4);
   ldmatrix_x4(a, sQ + swizzle<D / 8>(row, chunk));
 }
 
-// S[16 x BN] = Q[16 x D] K_tile^T for this warp's rows, fp32.
-template <typename T, int D, int BN, bool kQInRegs>
-__device__ __forceinline__ void mma_qk(float (&s)[BN / 8][4], const uint32_t (&q_frag)[D / 16][4],
+// S[MT][16 x BN] = Q[MT][16 x D] K_tile^T for this warp's rows, fp32. Each K fragment feeds MT mmas.
+template <typename T, int D, int BN, int MT, bool kQInRegs>
+__device__ __forceinline__ void mma_qk(float (&s)[MT][BN / 8][4], const uint32_t (&q_frag)[MT][D / 16][4],
                                        uint32_t sQ, uint32_t sK, int warp_row0, int lane) {
 #pragma unroll
-  for (int n = 0; n < BN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-  // With Q in shared memory nothing in this loop indexes a register array, so it need not be unrolled;
-  // unrolling it let ptxas hoist the loads of every k-step and spill at the 128-register cap.
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < BN / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+  // With Q in shared memory nothing in this loop indexes a register array by kk, so it is not unrolled;
+  // unrolling it let ptxas hoist the loads of every k-step and spill.
 #pragma unroll(kQInRegs ? D / 16 : 1)
   for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4];
-    if constexpr (kQInRegs) {
+    uint32_t a[MT][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = q_frag[kk][i];
-    } else {
-      load_q_fragment<D>(a, sQ, warp_row0, lane, kk);
+    for (int mt = 0; mt < MT; ++mt) {
+      if constexpr (kQInRegs) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[mt][i] = q_frag[mt][kk][i];
+      } else {
+        load_q_fragment<D>(a[mt], sQ, warp_row0 + 16 * mt, lane, kk);
+      }
     }
 #pragma unroll
     for (int nn = 0; nn < BN / 16; ++nn) {
@@ -80,22 +83,30 @@ __device__ __forceinline__ void mma_qk(float (&s)[BN / 8][4], const uint32_t (&q
       const int chunk = 2 * kk + ((lane >> 3) & 1);
       uint32_t b[4];
       ldmatrix_x4(b, sK + swizzle<D / 8>(key, chunk));
-      mma_16x8x16<T>(s[2 * nn], a, b[0], b[1]);
-      mma_16x8x16<T>(s[2 * nn + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16x8x16<T>(s[mt][2 * nn], a[mt], b[0], b[1]);
+        mma_16x8x16<T>(s[mt][2 * nn + 1], a[mt], b[2], b[3]);
+      }
     }
   }
 }
 
-// O[16 x D] += P[16 x BN] V_tile[BN x D]; P is the softmax numerator left in the S registers, whose
-// accumulator layout is exactly the A-operand layout of the next mma once packed to 16 bits.
-template <typename T, int D, int BN>
-__device__ __forceinline__ void mma_pv(float (&o)[D / 8][4], const float (&p)[BN / 8][4], uint32_t sV,
+// O[MT][16 x D] += P[MT][16 x BN] V_tile[BN x D]; P is the softmax numerator left in the S registers,
+// whose accumulator layout is exactly the A-operand layout of the next mma once packed to 16 bits.
+template <typename T, int D, int BN, int MT>
+__device__ __forceinline__ void mma_pv(float (&o)[MT][D / 8][4], const float (&p)[MT][BN / 8][4], uint32_t sV,
                                        int lane) {
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
-    const uint32_t a[4] = {pack2<T>(p[2 * kk][0], p[2 * kk][1]), pack2<T>(p[2 * kk][2], p[2 * kk][3]),
-                           pack2<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                           pack2<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      a[mt][0] = pack2<T>(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+      a[mt][1] = pack2<T>(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+      a[mt][2] = pack2<T>(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+      a[mt][3] = pack2<T>(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int dd = 0; dd < D / 16; ++dd) {
       // Transposed matrices: keys +0..7 dims lo, keys +8..15 dims lo, keys +0..7 dims hi, keys +8..15 hi.
@@ -103,14 +114,17 @@ __device__ __forceinline__ void mma_pv(float (&o)[D / 8][4], const float (&p)[BN
       const int chunk = 2 * dd + (lane >> 4);
       uint32_t b[4];
       ldmatrix_x4_trans(b, sV + swizzle<D / 8>(key, chunk));
-      mma_16x8x16<T>(o[2 * dd], a, b[0], b[1]);
-      mma_16x8x16<T>(o[2 * dd + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16x8x16<T>(o[mt][2 * dd], a[mt], b[0], b[1]);
+        mma_16x8x16<T>(o[mt][2 * dd + 1], a[mt], b[2], b[3]);
+      }
     }
   }
 }
 
-// Scale scores into the log2 domain and mask keys past the end or above the causal diagonal with -inf.
-// Thread element (n, e) is row lane/4 (+8 for e >= 2), key 8n + 2(lane%4) + (e & 1) of the tile.
+// Scale one m-tile's scores into the log2 domain and mask keys past the end or above the causal
+// diagonal with -inf. Thread element (n, e) is row lane/4 (+8 for e >= 2), key 8n + 2(lane%4) + (e & 1).
 template <int BN, bool kMask>
 __device__ __forceinline__ void scale_and_mask(float (&s)[BN / 8][4], const KernelParams& p, int row0,
                                                int key0, int lane) {
@@ -145,7 +159,7 @@ __device__ __forceinline__ void row_max(const float (&s)[BN / 8][4], float (&mx)
   }
 }
 
-// Online-softmax step for one tile: raise the running max, rescale the running sum and O by
+// Online-softmax step for one m-tile: raise the running max, rescale the running sum and O by
 // 2^(m_old - m_new), and turn S into P = 2^(S - m_new) in place. A row that has seen only masked keys
 // keeps m = -inf; it exponentiates against 0 instead, so P and the rescale factor are 0, never NaN.
 template <int BN, int D>
@@ -177,13 +191,12 @@ __device__ __forceinline__ void rescale(float (&s)[BN / 8][4], float (&o)[D / 8]
   }
 }
 
-// Normalise O by the row sums, stage it through the warp's own rows of the (now unused) Q tile, and
-// write it with 16-byte coalesced stores; write the log-sum-exp. Rows past seqlen_q are not written.
+// Normalise one m-tile of O by its row sums, stage it through the same rows of the (now unused) Q tile,
+// and write it with 16-byte coalesced stores; write the log-sum-exp. Rows past seqlen_q are not written.
 template <typename T, int D>
 __device__ __forceinline__ void store_output(float (&o)[D / 8][4], const float (&m)[2], float (&l)[2],
-                                             char* smem_q, const KernelParams& p,
-                                             T* o_tile, float* lse_rows, int q0, int warp_row0,
-                                             int lane) {
+                                             char* smem_q, const KernelParams& p, T* o_tile, float* lse_rows,
+                                             int q0, int row0, int lane) {
   constexpr int kChunks = D / 8;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -192,12 +205,12 @@ __device__ __forceinline__ void store_output(float (&o)[D / 8][4], const float (
   }
   const float inv[2] = {l[0] > 0.f ? 1.f / l[0] : 0.f, l[1] > 0.f ? 1.f / l[1] : 0.f};
 
-  __syncwarp();  // every lane of this warp is done reading its Q rows
+  __syncwarp();  // every lane of this warp is done reading these Q rows
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = warp_row0 + (lane >> 2) + r * 8;
+      const int row = row0 + (lane >> 2) + r * 8;
       const uint32_t off = swizzle<kChunks>(row, n) + 4 * (lane & 3);
       *reinterpret_cast<uint32_t*>(smem_q + off) = pack2<T>(o[n][2 * r] * inv[r], o[n][2 * r + 1] * inv[r]);
     }
@@ -208,15 +221,15 @@ __device__ __forceinline__ void store_output(float (&o)[D / 8][4], const float (
     const int c = lane + i * 32;
     const int row = c / kChunks;
     const int chunk = c % kChunks;
-    if (q0 + warp_row0 + row < p.seqlen_q) {
-      const uint4 v = *reinterpret_cast<const uint4*>(smem_q + swizzle<kChunks>(warp_row0 + row, chunk));
-      *reinterpret_cast<uint4*>(o_tile + (warp_row0 + row) * p.o_seq_stride + chunk * 8) = v;
+    if (q0 + row0 + row < p.seqlen_q) {
+      const uint4 v = *reinterpret_cast<const uint4*>(smem_q + swizzle<kChunks>(row0 + row, chunk));
+      *reinterpret_cast<uint4*>(o_tile + (row0 + row) * p.o_seq_stride + chunk * 8) = v;
     }
   }
   if (lse_rows != nullptr && (lane & 3) == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = q0 + warp_row0 + (lane >> 2) + r * 8;
+      const int row = q0 + row0 + (lane >> 2) + r * 8;
       if (row < p.seqlen_q)
         lse_rows[row] = l[r] > 0.f ? m[r] * 0.69314718055994531f + __logf(l[r]) : -INFINITY;
     }
@@ -229,7 +242,12 @@ struct Kernel {
   static constexpr int kThreads = kCfg.threads();
   static constexpr int kBM = kCfg.block_m();
   static constexpr int kBN = kCfg.block_n;
+  static constexpr int kMT = kCfg.m_tiles;
+  static constexpr int kWarpRows = kCfg.warp_rows();
   static constexpr bool kQInRegs = kCfg.q_in_registers;
+  static constexpr bool kOverlap = kCfg.overlap_qk;
+  // Tiles K is copied ahead of the one being consumed: with overlap, K(j+1) is used one tile early.
+  static constexpr int kKLead = kOverlap ? 2 : 1;
 };
 
 template <typename T, int D>
@@ -238,6 +256,7 @@ __global__ void __launch_bounds__(Kernel<T, D>::kThreads, Kernel<T, D>::kCfg.min
   using K = Kernel<T, D>;
   constexpr int kBM = K::kBM;
   constexpr int kBN = K::kBN;
+  constexpr int kMT = K::kMT;
   constexpr int kThreads = K::kThreads;
 
   extern __shared__ __align__(128) char smem[];
@@ -260,7 +279,7 @@ __global__ void __launch_bounds__(Kernel<T, D>::kThreads, Kernel<T, D>::kCfg.min
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int warp_row0 = warp * 16;
+  const int warp_row0 = warp * K::kWarpRows;
 
   const T* q_tile = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
                     static_cast<int64_t>(q0) * p.q_seq_stride;
@@ -279,79 +298,100 @@ __global__ void __launch_bounds__(Kernel<T, D>::kThreads, Kernel<T, D>::kCfg.min
   }
   const int num_kv_tiles = (kv_end + kBN - 1) / kBN;
 
-  float o[D / 8][4];
+  float o[kMT][D / 8][4];
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.f, 0.f};
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+  float m[kMT][2], l[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+
+  auto load_k = [&](int tile) {
+    load_tile<kBN, D, kThreads>(sK0 + (tile & 1) * kKVTileBytes,
+                                k_head + static_cast<int64_t>(tile) * kBN * p.k_seq_stride, p.k_seq_stride,
+                                p.seqlen_k - tile * kBN, tid);
+  };
+  auto load_v = [&](int tile) {
+    load_tile<kBN, D, kThreads>(sV0 + (tile & 1) * kKVTileBytes,
+                                v_head + static_cast<int64_t>(tile) * kBN * p.v_seq_stride, p.v_seq_stride,
+                                p.seqlen_k - tile * kBN, tid);
+  };
 
   if (num_kv_tiles > 0) {
-    // Copy groups, in order: {Q, K0}, {V0, K1}, then one {V(j+1), K(j+2)} per tile (empty past the end).
-    // At the top of iteration j the group holding V(j) and K(j+1) is the newest, so "wait for all" is
-    // exactly what is needed, and the copies issued there have a whole tile of math to land behind.
+    // Copy groups, in order: {Q, K0}, {V0 (, K1 with overlap)}, then one {V(j+1), K(j+lead)} per tile
+    // (empty past the end). At the top of iteration j the newest group holds V(j) and K(j+lead-1), so
+    // "wait for all" is exactly what the tile needs, and the copies issued next have a whole tile of
+    // math to land behind. One barrier per tile.
     load_tile<kBM, D, kThreads>(sQ, q_tile, p.q_seq_stride, p.seqlen_q - q0, tid);
-    load_tile<kBN, D, kThreads>(sK0, k_head, p.k_seq_stride, p.seqlen_k, tid);
+    load_k(0);
     cp_async_commit();
-    load_tile<kBN, D, kThreads>(sV0, v_head, p.v_seq_stride, p.seqlen_k, tid);
-    if (num_kv_tiles > 1)
-      load_tile<kBN, D, kThreads>(sK0 + kKVTileBytes, k_head + kBN * p.k_seq_stride, p.k_seq_stride,
-                                  p.seqlen_k - kBN, tid);
+    load_v(0);
+    if (K::kOverlap && num_kv_tiles > 1) load_k(1);
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();  // Q and K0 visible
 
-    uint32_t q_frag[D / 16][4];
-    if constexpr (K::kQInRegs) {
+    uint32_t q_frag[kMT][D / 16][4];
+    float s[kMT][kBN / 8][4];
+    if constexpr (K::kQInRegs || K::kOverlap) {
+      cp_async_wait<1>();
+      __syncthreads();  // Q and K0 visible
+      if constexpr (K::kQInRegs) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_frag[kk], sQ, warp_row0, lane, kk);
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk)
+            load_q_fragment<D>(q_frag[mt][kk], sQ, warp_row0 + 16 * mt, lane, kk);
+      }
+      if constexpr (K::kOverlap) mma_qk<T, D, kBN, kMT, K::kQInRegs>(s, q_frag, sQ, sK0, warp_row0, lane);
     }
-    float s[kBN / 8][4];
-    mma_qk<T, D, kBN, K::kQInRegs>(s, q_frag, sQ, sK0, warp_row0, lane);
 
     for (int j = 0; j < num_kv_tiles; ++j) {
       const int key0 = j * kBN;
       cp_async_wait<0>();
-      // V(j) and K(j+1) visible to all; every warp is past tile j-1, so K(j)'s buffer (already consumed
-      // into S) and V(j-1)'s buffer are free for the next copies.
+      // This tile's V (and K) visible to all; every warp is past tile j-1, so the buffers of V(j-1) and
+      // of the K tile consumed last are free for the next copies.
       __syncthreads();
-      if (j + 1 < num_kv_tiles) {
-        const int next = key0 + kBN;
-        load_tile<kBN, D, kThreads>(sV0 + ((j + 1) & 1) * kKVTileBytes,
-                                    v_head + static_cast<int64_t>(next) * p.v_seq_stride, p.v_seq_stride,
-                                    p.seqlen_k - next, tid);
-      }
-      if (j + 2 < num_kv_tiles) {
-        const int next2 = key0 + 2 * kBN;
-        load_tile<kBN, D, kThreads>(sK0 + (j & 1) * kKVTileBytes,
-                                    k_head + static_cast<int64_t>(next2) * p.k_seq_stride, p.k_seq_stride,
-                                    p.seqlen_k - next2, tid);
-      }
+      if (j + 1 < num_kv_tiles) load_v(j + 1);
+      if (j + K::kKLead < num_kv_tiles) load_k(j + K::kKLead);
       cp_async_commit();
 
-      // S of the next tile goes to the tensor cores first; the softmax of this tile (FP32 and
-      // special-function units) runs while it computes.
-      float s_next[kBN / 8][4];
-      if (j + 1 < num_kv_tiles)
-        mma_qk<T, D, kBN, K::kQInRegs>(s_next, q_frag, sQ, sK0 + ((j + 1) & 1) * kKVTileBytes, warp_row0, lane);
-
-      const bool needs_mask =
-          key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > q0 + warp_row0 + p.causal_offset);
-      if (needs_mask)
-        scale_and_mask<kBN, true>(s, p, q0 + warp_row0, key0, lane);
-      else
-        scale_and_mask<kBN, false>(s, p, q0 + warp_row0, key0, lane);
-      rescale<kBN, D>(s, o, m, l);
-      mma_pv<T, D, kBN>(o, s, sV0 + (j & 1) * kKVTileBytes, lane);
+      float s_next[kMT][kBN / 8][4];
+      if constexpr (K::kOverlap) {
+        // S of the next tile goes to the tensor cores first; this tile's softmax runs meanwhile.
+        if (j + 1 < num_kv_tiles)
+          mma_qk<T, D, kBN, kMT, K::kQInRegs>(s_next, q_frag, sQ, sK0 + ((j + 1) & 1) * kKVTileBytes,
+                                              warp_row0, lane);
+      } else {
+        mma_qk<T, D, kBN, kMT, K::kQInRegs>(s, q_frag, sQ, sK0 + (j & 1) * kKVTileBytes, warp_row0, lane);
+      }
 
 #pragma unroll
-      for (int n = 0; n < kBN / 8; ++n)
+      for (int mt = 0; mt < kMT; ++mt) {
+        const int row0 = q0 + warp_row0 + 16 * mt;
+        const bool needs_mask = key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > row0 + p.causal_offset);
+        if (needs_mask)
+          scale_and_mask<kBN, true>(s[mt], p, row0, key0, lane);
+        else
+          scale_and_mask<kBN, false>(s[mt], p, row0, key0, lane);
+        rescale<kBN, D>(s[mt], o[mt], m[mt], l[mt]);
+      }
+      mma_pv<T, D, kBN, kMT>(o, s, sV0 + (j & 1) * kKVTileBytes, lane);
+
+      if constexpr (K::kOverlap) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] = s_next[n][e];
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int n = 0; n < kBN / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][n][e] = s_next[mt][n][e];
+      }
     }
     cp_async_wait<0>();
   }
   __syncthreads();  // Q tile reads (and any in-flight copies into it) are over before it stages O
-  store_output<T, D>(o, m, l, smem, p, o_tile, lse_rows, q0, warp_row0, lane);
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+    store_output<T, D>(o[mt], m[mt], l[mt], smem, p, o_tile, lse_rows, q0, warp_row0 + 16 * mt, lane);
 }
 
 }  // namespace evosdpa::detail::mma_sm80

@@ -1,0 +1,104 @@
+"""Write docs/benchmarks.md (and a TFLOP/s-against-length plot) from the JSON results of one session.
+
+    python3 bench/make_benchmarks_md.py RESULTS_DIR [--out docs/benchmarks.md] [--plot docs/benchmarks.png]
+RESULTS_DIR holds acc.json, peers.json, acc-graph.json, peers-graph.json, fa3.json, peers-fa3.json as
+written by scripts/benchmarks.sh. The plot needs matplotlib; without it the table is still written.
+"""
+import argparse
+import json
+import os
+
+
+def key(r):
+    return (r["batch"], r["heads"], r["seqlen_q"], r["seqlen_k"], r["head_dim"], r["dtype"],
+            "none" if r["causal"] == "none" else "causal")
+
+
+def load(d, name):
+    path = os.path.join(d, name)
+    return json.load(open(path)) if os.path.exists(path) else None
+
+
+def table(ours, peers, kernel="mma_sm80"):
+    names = ["torch_flash", "torch_cudnn", "torch_efficient"]
+    pr = {(key(r), r["kernel"]): r for r in peers["results"] if r.get("ok")} if peers else {}
+    lines = ["| shape | evosdpa µs | TFLOP/s | FA2 µs | cuDNN µs | efficient µs | vs FA2 | vs cuDNN | verify |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in ours["results"]:
+        if not r["ok"] or r["ran"] != kernel:
+            continue
+        k = key(r)
+        shape = f"B{r['batch']} H{r['heads']} L{r['seqlen_q']} D{r['head_dim']} {r['dtype']} {k[-1]}"
+        t = [pr.get((k, n)) for n in names]
+        cell = [f"{p['us_median']:.1f}" if p else "-" for p in t]
+        ratio = [f"{p['us_median'] / r['us_median']:.2f}×" if p else "-" for p in t[:2]]
+        lines.append(f"| {shape} | {r['us_median']:.1f} | {r['tflops']:.0f} | " + " | ".join(cell) + " | " +
+                     " | ".join(ratio) + f" | {r['verify'].split(' err')[0]} |")
+    return "\n".join(lines)
+
+
+def plot(ours, peers, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return False
+    fig, axes = plt.subplots(2, 4, figsize=(18, 8), sharex=True)
+    panels = [(d, c, dt) for dt in ("fp16", "bf16") for d in (64, 128) for c in ("none", "causal")]
+    for ax, (d, c, dt) in zip(axes.flat, panels):
+        series = {"evosdpa mma_sm80": [r for r in ours["results"] if r["ok"] and r["ran"] == "mma_sm80"]}
+        for n in ("torch_flash", "torch_cudnn", "torch_efficient"):
+            series[n.replace("torch_", "torch ")] = [r for r in peers["results"] if r.get("ok") and r["kernel"] == n]
+        for label, rows in series.items():
+            pts = sorted((r["seqlen_q"], r["tflops"]) for r in rows
+                         if r["head_dim"] == d and r["dtype"] == dt and key(r)[-1] == c)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"D={d} {dt} {'causal' if c == 'causal' else 'non-causal'}")
+        ax.set_xlabel("sequence length (16k tokens per batch)")
+        ax.set_ylabel("TFLOP/s")
+        ax.grid(True, alpha=0.3)
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle(f"{ours['gpu']}: attention forward, fa3 grid (B = 16384/L, H = 2048/D)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument("--plot", default="docs/benchmarks.png")
+    a = ap.parse_args()
+    acc, pacc = load(a.results, "acc.json"), load(a.results, "peers.json")
+    accg, paccg = load(a.results, "acc-graph.json"), load(a.results, "peers-graph.json")
+    fa3, pfa3 = load(a.results, "fa3.json"), load(a.results, "peers-fa3.json")
+    meta = fa3 or acc
+    peers_meta = pfa3 or pacc
+    out = ["# Benchmarks of record", "",
+           f"GPU: {meta['gpu']} (sm {meta['compute_capability']}, {meta['sm_count']} SMs), driver API "
+           f"{meta['driver_version']}, CUDA runtime {meta['runtime_version']}, evosdpa commit {meta['git_commit']}; "
+           f"peers: PyTorch {peers_meta['torch']}, cuDNN {peers_meta['cudnn']}, timed in the same session.",
+           "", "Each row: median of CUDA-event-timed runs after warm-up, warm L2; evosdpa verified against the "
+           "float64 CPU reference before timing. Ratios are peer time / evosdpa time (above 1: evosdpa faster). "
+           "FA2 = `torch flash` (FlashAttention-2), cuDNN = `torch cudnn`.", "",
+           "Regenerate on a GPU machine with `scripts/benchmarks.sh OUT_DIR`, then "
+           "`python3 bench/make_benchmarks_md.py OUT_DIR`.", ""]
+    if acc:
+        out += ["## Acceptance shapes", "", table(acc, pacc), ""]
+    if accg:
+        out += ["## Acceptance shapes, CUDA-graph replay (launch overhead removed)", "", table(accg, paccg), ""]
+    if fa3:
+        out += ["## fa3 grid (16k tokens, hidden 2048)", "", table(fa3, pfa3), ""]
+        if pfa3 and plot(fa3, pfa3, a.plot):
+            out += [f"![TFLOP/s against sequence length]({os.path.basename(a.plot)})", ""]
+    open(a.out, "w").write("\n".join(out))
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

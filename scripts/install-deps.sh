@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install the build dependencies that a fresh Debian machine may lack: CMake >= 3.25 and GoogleTest.
+# The CUDA toolkit (nvcc 12.x/13.x) is expected on PATH or in /usr/local/cuda.
+set -euo pipefail
+missing=()
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+[ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "error: the CUDA toolkit (nvcc) is not installed; evosdpa needs it to build" >&2
+  exit 1
+fi
