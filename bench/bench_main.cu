@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench_options.hpp"
+#include "bench_report.hpp"
 #include "evosdpa/evosdpa.hpp"
 #include "host/cpu_reference.hpp"
 
@@ -66,18 +67,6 @@ struct DeviceInfo {
   long long l2_bytes = 0;
 };
 
-struct Row {
-  BenchShape shape;
-  std::string kernel;  // requested
-  std::string ran;     // selected
-  Stats us;
-  double tflops = 0, gbps = 0;
-  std::string verify;  // PASS/FAIL/skipped + error
-  double err = 0, tol = 0;
-  bool ok = true;
-  std::string error;
-};
-
 DeviceInfo device_info() {
   DeviceInfo d;
   int dev = 0;
@@ -114,7 +103,7 @@ std::vector<float> download(const uint16_t* d, int64_t n, evosdpa_dtype_t dtype)
 
 // Check the kernel's output on set 0 against float64 on a sample of query rows (every row for small
 // problems), tolerance as in the tests: 2x the same-precision error plus a floor.
-void verify(Row& row, const Buffers& b, const std::string& kernel) {
+void verify(ResultRow& row, const Buffers& b, const std::string& kernel) {
   const BenchShape& s = row.shape;
   evosdpa::host::Shape hs;
   hs.batch = s.batch, hs.heads_q = hs.heads_kv = s.heads, hs.seqlen_q = s.seqlen_q, hs.seqlen_k = s.seqlen_k;
@@ -140,18 +129,18 @@ void verify(Row& row, const Buffers& b, const std::string& kernel) {
   auto sample = [&](const auto& x) { return evosdpa::host::sample_rows(x, hs, hs.head_dim, step); };
   bool finite = true;
   for (float x : out) finite = finite && std::isfinite(x);
-  row.err = evosdpa::host::max_abs_error(sample(out), sample(ref.o));
+  row.max_err = evosdpa::host::max_abs_error(sample(out), sample(ref.o));
   const double floor = s.dtype == EVOSDPA_DTYPE_FLOAT16 ? 1e-3 : 8e-3;
   row.tol = 2 * evosdpa::host::max_abs_error(sample(base), sample(ref.o)) + floor;
-  const bool pass = finite && row.err <= row.tol;
+  const bool pass = finite && row.max_err <= row.tol;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%s err %.1e tol %.1e%s", pass ? "PASS" : "FAIL", row.err, row.tol,
+  std::snprintf(buf, sizeof buf, "%s err %.1e tol %.1e%s", pass ? "PASS" : "FAIL", row.max_err, row.tol,
                 step > 1 ? " (sampled)" : "");
   row.verify = buf;
   if (!pass) row.ok = false;
 }
 
-void time_kernel(Row& row, const std::vector<Buffers>& sets, const Options& o, const std::string& kernel) {
+void time_kernel(ResultRow& row, const std::vector<Buffers>& sets, const Options& o, const std::string& kernel) {
   std::vector<evosdpa_params_t> params;
   for (const auto& b : sets) params.push_back(make_params(row.shape, b));
   cudaStream_t stream;
@@ -189,60 +178,45 @@ void time_kernel(Row& row, const std::vector<Buffers>& sets, const Options& o, c
   };
   for (int i = 0; i < o.warmup; ++i)
     if (!launch(i)) return;
+  // Batches of o.iters timed runs, each run between its own pair of events, until the noise criterion
+  // (relative standard error of the mean) or a limit is met.
   std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(o.iters));
   for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
-  for (int i = 0; i < o.iters; ++i) {
-    CHECK_CUDA(cudaEventRecord(ev[2 * i], stream));
-    if (!launch(i)) return;
-    CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
-  }
-  CHECK_CUDA(cudaStreamSynchronize(stream));
+  struct Release {  // on every way out, early error returns included
+    std::vector<cudaEvent_t>& ev;
+    std::vector<cudaGraphExec_t>& graphs;
+    cudaStream_t stream;
+    ~Release() {
+      for (auto& e : ev) cudaEventDestroy(e);
+      for (auto& g : graphs) cudaGraphExecDestroy(g);
+      cudaStreamDestroy(stream);
+    }
+  } release{ev, graphs, stream};
   std::vector<double> us;
-  for (int i = 0; i < o.iters; ++i) {
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-    us.push_back(ms * 1000.0);
+  double total_us = 0;
+  int run = o.warmup;
+  while (true) {
+    for (int i = 0; i < o.iters; ++i) {
+      CHECK_CUDA(cudaEventRecord(ev[2 * i], stream));
+      if (!launch(run++)) return;
+      CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
+    }
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    for (int i = 0; i < o.iters; ++i) {
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+      us.push_back(ms * 1000.0);
+      total_us += ms * 1000.0;
+    }
+    const Stats st = summarize(us);
+    row.rse = st.mean > 0 ? st.stddev / st.mean / std::sqrt(static_cast<double>(st.count)) : 0;
+    if (row.rse <= o.target_rse || static_cast<int>(us.size()) + o.iters > o.max_iters ||
+        total_us * 1e-6 >= o.max_seconds)
+      break;
   }
-  for (auto& e : ev) cudaEventDestroy(e);
-  for (auto& g : graphs) cudaGraphExecDestroy(g);
-  cudaStreamDestroy(stream);
   row.us = summarize(us);
   row.tflops = row.shape.flops() / (row.us.median * 1e-6) / 1e12;
   row.gbps = row.shape.bytes() / (row.us.median * 1e-6) / 1e9;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-void write_json(const std::string& path, const DeviceInfo& d, const Options& o, const std::vector<Row>& rows) {
-  std::ofstream f(path);
-  f << "{\n  \"gpu\": \"" << json_escape(d.name) << "\", \"sm_count\": " << d.sm_count << ", \"compute_capability\": \""
-    << d.cc_major << "." << d.cc_minor << "\", \"clock_mhz\": " << d.clock_mhz << ", \"memory_clock_mhz\": "
-    << d.mem_clock_mhz << ", \"l2_bytes\": " << d.l2_bytes << ", \"driver_version\": " << d.driver
-    << ", \"runtime_version\": " << d.runtime << ", \"git_commit\": \"" << EVOSDPA_GIT_COMMIT << "\",\n"
-    << "  \"mode\": {\"graph\": " << (o.graph ? "true" : "false") << ", \"cold_l2\": " << (o.cold_l2 ? "true" : "false")
-    << ", \"warmup\": " << o.warmup << ", \"iters\": " << o.iters << "},\n  \"results\": [\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    const BenchShape& s = r.shape;
-    f << "    {\"batch\": " << s.batch << ", \"heads\": " << s.heads << ", \"seqlen_q\": " << s.seqlen_q
-      << ", \"seqlen_k\": " << s.seqlen_k << ", \"head_dim\": " << s.head_dim << ", \"dtype\": \""
-      << (s.dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : "fp16") << "\", \"causal\": \""
-      << (s.causal == EVOSDPA_CAUSAL_NONE ? "none" : s.causal == EVOSDPA_CAUSAL_TOP_LEFT ? "top-left" : "bottom-right")
-      << "\", \"kernel\": \"" << r.kernel << "\", \"ran\": \"" << r.ran << "\", \"ok\": " << (r.ok ? "true" : "false")
-      << ", \"error\": \"" << json_escape(r.error) << "\", \"verify\": \"" << r.verify << "\", \"max_err\": " << r.err
-      << ", \"tol\": " << r.tol << ", \"us_median\": " << r.us.median << ", \"us_p90\": " << r.us.p90
-      << ", \"us_mean\": " << r.us.mean << ", \"us_std\": " << r.us.stddev << ", \"us_min\": " << r.us.min
-      << ", \"runs\": " << r.us.count << ", \"tflops\": " << r.tflops << ", \"gbps\": " << r.gbps << "}"
-      << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
-  f << "  ]\n}\n";
 }
 
 }  // namespace
@@ -273,7 +247,21 @@ int main(int argc, char** argv) {
   std::printf("timing: %d warm-up, %d timed runs, CUDA events, median%s%s\n", o.warmup, o.iters,
               o.graph ? ", CUDA-graph replay" : "", o.cold_l2 ? ", cold L2 (rotating input sets)" : "");
 
-  std::vector<Row> rows;
+  Report report;
+  report.gpu = dev.name;
+  report.compute_capability = std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor);
+  report.sm_count = dev.sm_count;
+  report.clock_mhz = dev.clock_mhz;
+  report.memory_clock_mhz = dev.mem_clock_mhz;
+  report.l2_bytes = dev.l2_bytes;
+  report.driver_version = dev.driver;
+  report.runtime_version = dev.runtime;
+  report.git_commit = EVOSDPA_GIT_COMMIT;
+  report.graph = o.graph;
+  report.cold_l2 = o.cold_l2;
+  report.warmup = o.warmup;
+  report.iters = o.iters;
+  std::vector<ResultRow>& rows = report.results;
   for (size_t si = 0; si < o.shapes.size(); ++si) {
     const BenchShape& s = o.shapes[si];
     const int64_t q_elems = s.batch * s.heads * s.seqlen_q * s.head_dim;
@@ -296,7 +284,7 @@ int main(int argc, char** argv) {
     }
     CHECK_CUDA(cudaDeviceSynchronize());
     for (const auto& kernel : o.kernels) {
-      Row row;
+      ResultRow row;
       row.shape = s;
       row.kernel = kernel;
       const auto sup = evosdpa::supports(make_params(s, sets[0]), kernel);
@@ -322,19 +310,20 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("\n| shape | kernel | median us | p90 us | min us | std us | TFLOP/s | GB/s | verify |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf("\n| shape | kernel | median us | p90 us | min us | std us | runs | TFLOP/s | GB/s | verify |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
   bool all_ok = true;
-  for (const Row& r : rows) {
+  for (const ResultRow& r : rows) {
     all_ok = all_ok && r.ok;
     if (!r.error.empty()) {
-      std::printf("| %s | %s | - | - | - | - | - | - | error: %s |\n", r.shape.label().c_str(), r.kernel.c_str(),
+      std::printf("| %s | %s | - | - | - | - | - | - | - | error: %s |\n", r.shape.label().c_str(), r.kernel.c_str(),
                   r.error.c_str());
       continue;
     }
-    std::printf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.0f | %s |\n", r.shape.label().c_str(),
-                r.ran.c_str(), r.us.median, r.us.p90, r.us.min, r.us.stddev, r.tflops, r.gbps, r.verify.c_str());
+    std::printf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %d | %.1f | %.0f | %s |\n", r.shape.label().c_str(),
+                r.ran.c_str(), r.us.median, r.us.p90, r.us.min, r.us.stddev, r.us.count, r.tflops, r.gbps,
+                r.verify.c_str());
   }
-  if (!o.json_path.empty()) write_json(o.json_path, dev, o, rows);
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << to_json(report);
   return all_ok ? 0 : 1;
 }

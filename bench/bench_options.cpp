@@ -39,6 +39,8 @@ std::string usage() {
          "  --grid acceptance|fa3   named shape grid (replaces the shape flags)\n"
          "  --kernel NAME[,NAME..]  auto (default), mma_sm80, reference, or all\n"
          "  --warmup N (10) --iters N (100)  --graph (time CUDA-graph replays)  --cold-l2\n"
+         "  --target-rse X (0.005) --max-iters N (2000) --max-seconds S (2): time more batches of --iters\n"
+         "                          runs until the relative standard error of the mean is <= X\n"
          "  --no-verify  --json FILE\n";
 }
 
@@ -128,6 +130,18 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
     } else if (a == "--iters") {
       if (!integer(n, 1)) return std::nullopt;
       o.iters = static_cast<int>(n);
+    } else if (a == "--max-iters") {
+      if (!integer(n, 1)) return std::nullopt;
+      o.max_iters = static_cast<int>(n);
+    } else if (a == "--target-rse" || a == "--max-seconds") {
+      if (!value(v)) return std::nullopt;
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(x >= 0)) {
+        error = a + ": '" + v + "' is not a non-negative number";
+        return std::nullopt;
+      }
+      (a == "--target-rse" ? o.target_rse : o.max_seconds) = x;
     } else if (a == "--dtype") {
       if (!value(v)) return std::nullopt;
       if (v == "fp16") dtypes = {EVOSDPA_DTYPE_FLOAT16};

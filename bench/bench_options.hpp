@@ -24,7 +24,12 @@ struct Options {
   std::vector<BenchShape> shapes;  // from the flags or a named grid
   std::vector<std::string> kernels{"auto"};
   int warmup = 10;
-  int iters = 100;
+  int iters = 100;          // timed runs in the first batch
+  // Noise criterion: after the first batch, keep timing in batches of `iters` until the relative
+  // standard error of the mean is at most target_rse, or max_iters runs, or max_seconds of timed work.
+  double target_rse = 0.005;
+  int max_iters = 2000;
+  double max_seconds = 2.0;
   bool graph = false;    // time CUDA-graph replays of one call (launch overhead mostly removed)
   bool cold_l2 = false;  // rotate input sets larger than L2 so every run reads from DRAM
   bool verify = true;

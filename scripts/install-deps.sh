@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Install the build dependencies that a fresh Debian machine may lack: CMake >= 3.25 and GoogleTest.
+# Install the build dependencies that a fresh Debian machine may lack: CMake >= 3.25, GoogleTest and
+# nlohmann-json (Debian 12: 3.11.2).
 # The CUDA toolkit (nvcc 12.x/13.x) is expected on PATH or in /usr/local/cuda.
 set -euo pipefail
 missing=()
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

@@ -48,6 +48,11 @@ TEST(BenchOptions, ShapeFlags) {
   EXPECT_EQ(o->iters, 7);
   EXPECT_EQ(o->warmup, 0);
   EXPECT_EQ(o->json_path, "x.json");
+  const auto n = parse({"--target-rse", "0.01", "--max-iters", "500", "--max-seconds", "1.5"});
+  ASSERT_TRUE(n);
+  EXPECT_DOUBLE_EQ(n->target_rse, 0.01);
+  EXPECT_EQ(n->max_iters, 500);
+  EXPECT_DOUBLE_EQ(n->max_seconds, 1.5);
 }
 
 TEST(BenchOptions, Errors) {
@@ -60,6 +65,8 @@ TEST(BenchOptions, Errors) {
   EXPECT_FALSE(parse({"--dtype", "fp8"}, &e));
   EXPECT_FALSE(parse({"--causal", "yes"}, &e));
   EXPECT_FALSE(parse({"--grid", "huge"}, &e));
+  EXPECT_FALSE(parse({"--target-rse", "-1"}, &e));
+  EXPECT_FALSE(parse({"--max-seconds", "x"}, &e));
   EXPECT_FALSE(parse({"--frobnicate"}, &e));
   EXPECT_NE(e.find("unknown option"), std::string::npos);
   bool help = false;
