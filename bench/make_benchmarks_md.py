@@ -86,8 +86,8 @@ def main():
            "", "Each row: median of CUDA-event-timed runs after warm-up, warm L2; evosdpa verified against the "
            "float64 CPU reference before timing. Ratios are peer time / evosdpa time (above 1: evosdpa faster). "
            "FA2 = `torch flash` (FlashAttention-2), cuDNN = `torch cudnn`.", "",
-           "Regenerate on a GPU machine with `scripts/benchmarks.sh OUT_DIR`, then "
-           "`python3 bench/make_benchmarks_md.py OUT_DIR`.", ""]
+           "Regenerated on a GPU machine by `scripts/benchmarks.sh OUT_DIR` (then copy OUT_DIR/benchmarks.md and "
+           "benchmarks.png here).", ""]
     if acc:
         out += ["## Acceptance shapes", "", table(acc, pacc), ""]
     if accg:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: the full benchmark of record. evosdpa-bench and PyTorch SDPA peers (flash, cudnn,
 # efficient) on the acceptance grid (plain and CUDA-graph replay) and the fa3 grid, fp16 and bf16, all
-# in one session; JSON results in OUT_DIR. Then `python3 bench/make_benchmarks_md.py OUT_DIR` writes
-# docs/benchmarks.md and its plot.
+# in one session; JSON results, benchmarks.md and benchmarks.png (the table and plot of record, to copy
+# into docs/) in OUT_DIR.
 #   scripts/benchmarks.sh OUT_DIR [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,4 +17,5 @@ export PYTHONUNBUFFERED=1
 python3 bench/torch_peers.py --grid acceptance --dtype both --json "$out/peers.json"
 python3 bench/torch_peers.py --grid acceptance --dtype both --graph --json "$out/peers-graph.json"
 python3 bench/torch_peers.py --grid fa3 --dtype both --iters 30 --json "$out/peers-fa3.json"
-echo "results in $out"
+python3 bench/make_benchmarks_md.py "$out" --out "$out/benchmarks.md" --plot "$out/benchmarks.png"
+echo "results in $out; copy benchmarks.md and benchmarks.png into docs/"
