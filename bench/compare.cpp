@@ -70,7 +70,9 @@ std::string markdown(const Comparison& c, const Report& before, const Report& af
   s << "before: " << before.git_commit << " on " << before.gpu << "; after: " << after.git_commit << " on "
     << after.gpu << "\n\n";
   if (before.gpu != after.gpu) s << "**warning: the two reports come from different GPUs**\n\n";
-  s << "| case | before µs | after µs | speedup | noise threshold | verdict |\n|---|---:|---:|---:|---:|---|\n";
+  // The key is "shape | kernel", so it fills the first two columns.
+  s << "| shape | kernel | before µs | after µs | speedup | noise threshold | verdict |\n"
+       "|---|---|---:|---:|---:|---:|---|\n";
   char buf[64];
   for (const auto& r : c.rows) {
     auto num = [&](double v, const char* fmt) {
