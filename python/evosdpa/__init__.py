@@ -1,0 +1,25 @@
+"""evosdpa: fused scaled-dot-product attention forward on NVIDIA tensor cores.
+
+    import evosdpa
+    out = evosdpa.attention(q, k, v, causal=True)                       # [B, H, L, D] CUDA tensors
+    out = evosdpa.scaled_dot_product_attention(q, k, v, is_causal=True)  # PyTorch's signature
+
+`import evosdpa` needs neither PyTorch nor a GPU; the tensor functions import PyTorch when first looked
+up, and register the `torch.ops.evosdpa.attention_fwd` custom op then.
+"""
+from ._lib import EvosdpaError, kernel_names, library_path
+
+__version__ = "0.1.0"
+__all__ = ["attention", "scaled_dot_product_attention", "kernel_names", "library_path", "EvosdpaError"]
+
+_TORCH_API = ("attention", "scaled_dot_product_attention")
+
+
+def __getattr__(name):
+    if name in _TORCH_API:
+        try:
+            from . import torch_ops
+        except ImportError as e:
+            raise ImportError(f"evosdpa.{name} needs PyTorch ({e})") from e
+        return getattr(torch_ops, name)
+    raise AttributeError(f"module 'evosdpa' has no attribute '{name}'")
