@@ -37,6 +37,7 @@ Check current_device(DeviceInfo& dev) {
   dev.ordinal = ordinal;
   if (cudaDeviceGetAttribute(&dev.cc_major, cudaDevAttrComputeCapabilityMajor, ordinal) != cudaSuccess ||
       cudaDeviceGetAttribute(&dev.cc_minor, cudaDevAttrComputeCapabilityMinor, ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&dev.sm_count, cudaDevAttrMultiProcessorCount, ordinal) != cudaSuccess ||
       cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal) != cudaSuccess) {
     const cudaError_t e = cudaGetLastError();
     return {EVOSDPA_ERROR_CUDA, std::string("cannot query device attributes: ") + cudaGetErrorString(e)};
@@ -73,8 +74,8 @@ Check check_pointers(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return {};
 }
 
-// Everything up to the launch: sets `id` to the kernel to run, or `nothing_to_do` for an empty problem.
-evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, KernelId& id, bool& nothing_to_do) {
+// Everything up to the launch: sets `chosen` to the kernel to run, or `nothing_to_do` for an empty problem.
+evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, Selection& chosen, bool& nothing_to_do) {
   nothing_to_do = false;
   if (params == nullptr) return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "params is a null pointer");
   const evosdpa_params_t& p = *params;
@@ -89,7 +90,7 @@ evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, Ker
   const Selection sel = select_kernel(p, dev, kernel);
   if (!sel.check.ok()) return report(sel.check);
   if (Check c = check_pointers(p, dev); !c.ok()) return report(c);
-  id = sel.kernel;
+  chosen = sel;
   return report(EVOSDPA_SUCCESS, "");
 }
 
@@ -131,21 +132,22 @@ void evosdpa_params_set_bshd_strides(evosdpa_params_t* p) {
 }
 
 evosdpa_status_t evosdpa_attention_forward(const evosdpa_params_t* params, const char* kernel, void* stream) {
-  KernelId id{};
+  Selection chosen;
   bool nothing_to_do = false;
-  const evosdpa_status_t s = prepare(params, kernel, id, nothing_to_do);
+  const evosdpa_status_t s = prepare(params, kernel, chosen, nothing_to_do);
   if (s != EVOSDPA_SUCCESS || nothing_to_do) return s;
-  const cudaError_t err = run_kernel(id, *params, static_cast<cudaStream_t>(stream));
+  const cudaError_t err = run_kernel(chosen.kernel, chosen.variant, *params, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess)
-    return report(EVOSDPA_ERROR_CUDA, std::string(kernel_name(id)) + " launch failed: " + cudaGetErrorString(err));
+    return report(EVOSDPA_ERROR_CUDA,
+                  std::string(kernel_name(chosen.kernel)) + " launch failed: " + cudaGetErrorString(err));
   return EVOSDPA_SUCCESS;
 }
 
 evosdpa_status_t evosdpa_supports(const evosdpa_params_t* params, const char* kernel, const char** selected) {
-  KernelId id{};
+  Selection chosen;
   bool nothing_to_do = false;
-  const evosdpa_status_t s = prepare(params, kernel, id, nothing_to_do);
-  if (selected != nullptr) *selected = (s == EVOSDPA_SUCCESS && !nothing_to_do) ? kernel_name(id) : nullptr;
+  const evosdpa_status_t s = prepare(params, kernel, chosen, nothing_to_do);
+  if (selected != nullptr) *selected = (s == EVOSDPA_SUCCESS && !nothing_to_do) ? kernel_name(chosen.kernel) : nullptr;
   return s;
 }
 

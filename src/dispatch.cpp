@@ -41,11 +41,11 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   return k;
 }
 
-cudaError_t run_kernel(KernelId id, const evosdpa_params_t& p, cudaStream_t stream) {
+cudaError_t run_kernel(KernelId id, int variant, const evosdpa_params_t& p, cudaStream_t stream) {
   const KernelParams k = make_kernel_params(p);
   const int head_dim = static_cast<int>(p.head_dim);
   switch (id) {
-    case KernelId::MmaSm80: return launch_mma_sm80(k, p.dtype, head_dim, stream);
+    case KernelId::MmaSm80: return launch_mma_sm80(k, p.dtype, variant, stream);
     case KernelId::Reference: return launch_reference(k, p.dtype, head_dim, stream);
   }
   return cudaErrorInvalidValue;

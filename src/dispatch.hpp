@@ -14,6 +14,7 @@ float effective_scale(const evosdpa_params_t& p);
 
 KernelParams make_kernel_params(const evosdpa_params_t& p);
 
-cudaError_t run_kernel(KernelId id, const evosdpa_params_t& p, cudaStream_t stream);
+// `variant`: Selection::variant.
+cudaError_t run_kernel(KernelId id, int variant, const evosdpa_params_t& p, cudaStream_t stream);
 
 }  // namespace evosdpa::detail

@@ -139,9 +139,10 @@ Check kernel_supports(KernelId id, const evosdpa_params_t& p, const DeviceInfo& 
     case KernelId::MmaSm80: {
       if (dev.cc_major < 8)
         return fail(EVOSDPA_ERROR_NOT_SUPPORTED, who + "needs sm_80 or newer");
-      const mma_sm80::TileConfig* cfg = mma_sm80::find_config(static_cast<int>(p.head_dim));
-      if (cfg == nullptr)
+      const int variant = mma_sm80_variant(p, dev);
+      if (variant < 0)
         return fail(EVOSDPA_ERROR_NOT_SUPPORTED, who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
+      const mma_sm80::TileConfig* cfg = &mma_sm80::kConfigs[variant];
       if (cfg->smem_bytes() > dev.max_smem_per_block_optin)
         return fail(EVOSDPA_ERROR_NOT_SUPPORTED, who + "needs " + std::to_string(cfg->smem_bytes()) +
                                                      " bytes of shared memory per block, the device allows " +
@@ -187,6 +188,10 @@ Check check_kernel_name(const char* requested) {
   return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "unknown kernel \"" + std::string(requested) + "\" (known: auto" + names + ")");
 }
 
+int mma_sm80_variant(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  return mma_sm80::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, dev.sm_count);
+}
+
 Selection select_kernel(const evosdpa_params_t& p, const DeviceInfo& dev, const char* requested) {
   if (Check c = check_kernel_name(requested); !c.ok()) return {c};
   const std::optional<KernelId> named = is_auto(requested) ? std::nullopt : kernel_from_name(requested);
@@ -195,15 +200,15 @@ Selection select_kernel(const evosdpa_params_t& p, const DeviceInfo& dev, const 
     return {fail(EVOSDPA_ERROR_DEVICE, "device " + std::to_string(dev.ordinal) + " has compute capability " +
                                            std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor) +
                                            "; evosdpa needs 8.0 (sm_80) or newer")};
-  if (named) {
-    Check c = kernel_supports(*named, p, dev);
-    return {c, *named};
-  }
+  auto selection = [&](Check c, KernelId id) {
+    return Selection{std::move(c), id, id == KernelId::MmaSm80 ? mma_sm80_variant(p, dev) : 0};
+  };
+  if (named) return selection(kernel_supports(*named, p, dev), *named);
   std::string reasons;
   for (int i = 0; i < kKernelCount; ++i) {
     const auto id = static_cast<KernelId>(i);
     Check c = kernel_supports(id, p, dev);
-    if (c.ok()) return {c, id};
+    if (c.ok()) return selection(std::move(c), id);
     reasons += (reasons.empty() ? "" : "; ") + c.message;
   }
   return {fail(EVOSDPA_ERROR_NOT_SUPPORTED, "no kernel supports these arguments: " + reasons)};

@@ -36,6 +36,7 @@ struct DeviceInfo {
   int cc_major = 0;
   int cc_minor = 0;
   long long max_smem_per_block_optin = 0;  // bytes a block may use after opting in
+  int sm_count = 1;
 };
 
 // Head dims every kernel supports; anything else is refused up front.
@@ -54,7 +55,11 @@ Check kernel_supports(KernelId id, const evosdpa_params_t& p, const DeviceInfo& 
 struct Selection {
   Check check;
   KernelId kernel = KernelId::Reference;
+  int variant = 0;  // the kernel family's tile-table row (mma_sm80), chosen from the problem and device
 };
+
+// The row of the tile table the sm_80 tensor-core kernel would run (-1 for an unsupported head_dim).
+int mma_sm80_variant(const evosdpa_params_t& p, const DeviceInfo& dev);
 
 // The single selection function: validation, device generation, then the requested kernel ("auto",
 // "" or nullptr for the fastest supporting one).

@@ -21,10 +21,12 @@ namespace {
 void fill_launch_shape(KernelResources& k) {
   if (k.function.find("mma_sm80") != std::string::npos && k.function.find("attention_kernel") != std::string::npos) {
     std::smatch m;
+    // attention_kernel<T, row>: the second template argument is the tile-table row.
     if (std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) {
-      if (const auto* cfg = detail::mma_sm80::find_config(std::stoi(m[1]))) {
-        k.threads_per_block = cfg->threads();
-        k.dynamic_smem_bytes = cfg->smem_bytes();
+      const int row = std::stoi(m[1]);
+      if (row >= 0 && row < detail::mma_sm80::kConfigCount) {
+        k.threads_per_block = detail::mma_sm80::kConfigs[row].threads();
+        k.dynamic_smem_bytes = detail::mma_sm80::kConfigs[row].smem_bytes();
       }
     }
   } else if (k.function.find("reference_kernel") != std::string::npos) {

@@ -18,7 +18,8 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   std::set<std::string> mma;
   for (const auto& k : kernels)
     if (k.function.find("mma_sm80") != std::string::npos) mma.insert(k.function);
-  EXPECT_EQ(mma.size(), 4u) << "expected the fp16/bf16 x d64/d128 tensor-core instantiations";
+  EXPECT_EQ(mma.size(), 2u * evosdpa::detail::mma_sm80::kConfigCount)
+      << "expected fp16 and bf16 instantiations of every tile-table row";
   for (const auto& v : gate_violations(kernels)) ADD_FAILURE() << v;
   std::cout << report_table(kernels);
 }
@@ -26,8 +27,8 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
 TEST(ResourceGate, ParsesPtxasOutput) {
   std::istringstream log(
       "ptxas info    : 0 bytes gmem\n"
-      "ptxas info    : Compiling entry function '_ZN7evosdpa6detail8mma_sm8016attention_kernelI6__halfLi64EEEvNS0_12KernelParamsE' for 'sm_90'\n"
-      "ptxas info    : Function properties for _ZN7evosdpa6detail8mma_sm8016attention_kernelI6__halfLi64EEEvNS0_12KernelParamsE\n"
+      "ptxas info    : Compiling entry function '_ZN7evosdpa6detail8mma_sm8016attention_kernelI6__halfLi0EEEvNS0_12KernelParamsE' for 'sm_90'\n"
+      "ptxas info    : Function properties for _ZN7evosdpa6detail8mma_sm8016attention_kernelI6__halfLi0EEEvNS0_12KernelParamsE\n"
       "    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n"
       "ptxas info    : Used 127 registers, used 1 barriers, 16 bytes smem, 472 bytes cmem[0]\n"
       "ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_80'\n"
@@ -42,7 +43,7 @@ TEST(ResourceGate, ParsesPtxasOutput) {
   EXPECT_EQ(ks[0].spill_store_bytes, 4);
   EXPECT_EQ(ks[0].spill_load_bytes, 12);
   EXPECT_EQ(ks[0].static_smem_bytes, 16);
-  EXPECT_EQ(ks[0].threads_per_block, evosdpa::detail::mma_sm80::find_config(64)->threads());
+  EXPECT_EQ(ks[0].threads_per_block, evosdpa::detail::mma_sm80::kConfigs[0].threads());
   EXPECT_GT(ks[0].dynamic_smem_bytes, 0);
   EXPECT_EQ(ks[1].static_smem_bytes, 200000);
   const auto bad = gate_violations(ks);

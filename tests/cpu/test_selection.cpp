@@ -65,12 +65,32 @@ TEST(Selection, StridesOfSizeOneDimsDoNotMatter) {
 }
 
 TEST(Selection, SharedMemoryLimit) {
-  const long long need = mma_sm80::find_config(128)->smem_bytes();
-  const auto s = select_kernel(valid_params(1, 1, 64, 64, 128), device(8, 0, need - 1), "mma_sm80");
+  auto dev = device(8, 0);
+  const auto p = valid_params(1, 1, 64, 64, 128);
+  const long long need = mma_sm80::kConfigs[mma_sm80_variant(p, dev)].smem_bytes();
+  dev.max_smem_per_block_optin = need - 1;
+  const auto s = select_kernel(p, dev, "mma_sm80");
   EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
   EXPECT_NE(s.check.message.find("shared memory"), std::string::npos) << s.check.message;
-  EXPECT_EQ(select_kernel(valid_params(1, 1, 64, 64, 128), device(8, 0, need - 1), "auto").kernel,
-            KernelId::Reference);
+  EXPECT_EQ(select_kernel(p, dev, "auto").kernel, KernelId::Reference);
+}
+
+TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
+  for (int64_t d : {64, 128}) {
+    auto dev = device(9, 0);
+    dev.sm_count = 132;
+    const int big = mma_sm80::config_index(static_cast<int>(d), false);
+    const int small = mma_sm80::config_index(static_cast<int>(d), true);
+    ASSERT_GE(small, 0);
+    EXPECT_LT(mma_sm80::kConfigs[small].block_m(), mma_sm80::kConfigs[big].block_m());
+    // B=1 H=8 L=512: 32 blocks of 128 rows on 132 SMs.
+    auto s = select_kernel(valid_params(1, 8, 512, 512, d), dev, "auto");
+    ASSERT_TRUE(s.check.ok()) << s.check.message;
+    EXPECT_EQ(s.variant, small);
+    // B=2 H=8 L=2048: 256 blocks fill the SMs.
+    s = select_kernel(valid_params(2, 8, 2048, 2048, d), dev, "mma_sm80");
+    EXPECT_EQ(s.variant, big);
+  }
 }
 
 TEST(Selection, GridLimit) {

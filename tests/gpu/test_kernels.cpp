@@ -81,6 +81,13 @@ std::vector<KCase> all_cases() {
       cases.push_back({"large", shape(1, 2, 2, 300, 700, d, F), dt, Layout::BHSD, 6.0});
       cases.push_back({"large", shape(1, 2, 2, 700, 300, d, TL), dt, Layout::BHSD, 6.0});
     }
+    // Grids large enough for the default tile variant (small ones above take the small-grid variant),
+    // with tails and each causal alignment.
+    for (int64_t d : {64, 128}) {
+      cases.push_back({"biggrid", shape(4, 16, 16, 1000, 777, d, BR), dt, Layout::BHSD, 1.0, true, 7});
+      cases.push_back({"biggrid", shape(4, 16, 8, 777, 1000, d, TL), dt, Layout::BSHD, 1.0, true, 7});
+      cases.push_back({"biggrid", shape(8, 16, 16, 333, 333, d, F), dt, Layout::Padded, 1.0, true, 5});
+    }
     // Explicit scales, a negative one included; Lk = 0; no lse requested.
     cases.push_back({"scale", shape(1, 2, 2, 200, 333, 64, F, 0.3), dt});
     cases.push_back({"scale", shape(1, 2, 2, 200, 333, 128, TL, -0.2), dt});

@@ -16,6 +16,7 @@ struct TileConfig {
                           // than re-reading them from shared memory for every K tile
   bool overlap_qk;        // issue S(j+1) = Q K(j+1)^T before the softmax of tile j (costs a second S in
                           // registers; K is then copied two tiles ahead)
+  bool small_grid;        // the variant for grids that would not fill the SMs with the default one
 
   constexpr int threads() const { return warps * 32; }
   constexpr int warp_rows() const { return 16 * m_tiles; }
@@ -30,15 +31,32 @@ struct TileConfig {
 //   ldmatrix traffic per mma is twice as high); Q in registers as well spills 40 bytes at 255.
 // - D=128: 8 warps of 16 rows, 1 block/SM, Q in registers: 299 TFLOP/s; 4 warps of 32 rows spill at
 //   255 registers with 64-key tiles and reach only 275 with 32-key tiles; overlapping QK^T cost 17%.
+// - small_grid rows: fewer query rows per block, so a problem of few (batch, head, 128-row) blocks, such
+//   as B=1 H=8 L=512, spreads over more SMs.
 inline constexpr TileConfig kConfigs[] = {
-    {64, 4, 2, 64, 2, false, false},
-    {128, 8, 1, 64, 1, true, false},
+    {64, 4, 2, 64, 2, false, false, false},
+    {128, 8, 1, 64, 1, true, false, false},
+    {64, 4, 1, 64, 2, true, false, true},
+    {128, 4, 1, 64, 2, false, false, true},
 };
+inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
-constexpr const TileConfig* find_config(int head_dim) {
-  for (const TileConfig& c : kConfigs)
-    if (c.head_dim == head_dim) return &c;
-  return nullptr;
+// Index of the head_dim's default (or small-grid) variant in kConfigs; -1 if there is none.
+constexpr int config_index(int head_dim, bool small_grid) {
+  for (int i = 0; i < kConfigCount; ++i)
+    if (kConfigs[i].head_dim == head_dim && kConfigs[i].small_grid == small_grid) return i;
+  return -1;
+}
+
+// The variant that runs a problem: the default one, unless its grid would leave SMs idle and a
+// small-grid variant exists. -1 when the head_dim has no variant.
+constexpr int choose_config(int head_dim, long long batch_heads, long long seqlen_q, int sm_count) {
+  const int big = config_index(head_dim, false);
+  if (big < 0) return -1;
+  const int small = config_index(head_dim, true);
+  const long long bm = kConfigs[big].block_m();
+  const long long blocks = (seqlen_q + bm - 1) / bm * batch_heads;
+  return small >= 0 && blocks < sm_count ? small : big;
 }
 
 constexpr bool valid(const TileConfig& c) {
@@ -50,8 +68,12 @@ constexpr bool valid(const TileConfig& c) {
          c.min_blocks_per_sm >= 1;
 }
 
-static_assert(valid(kConfigs[0]) && valid(kConfigs[1]), "invalid mma_sm80 tile configuration");
-static_assert(find_config(64)->smem_bytes() <= 99 * 1024 && find_config(128)->smem_bytes() <= 99 * 1024,
-              "every mma_sm80 tile must fit the 99 KiB per-block limit of sm_86/sm_89");
+constexpr bool all_valid() {
+  for (const TileConfig& c : kConfigs)
+    if (!valid(c) || c.smem_bytes() > 99 * 1024) return false;
+  return true;
+}
+static_assert(all_valid(), "invalid mma_sm80 tile configuration, or one over sm_86/sm_89's 99 KiB per block");
+static_assert(config_index(64, false) >= 0 && config_index(128, false) >= 0, "64 and 128 need a default variant");
 
 }  // namespace evosdpa::detail::mma_sm80

@@ -6,15 +6,12 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/kernel_params.hpp"
+#include "kernels/mma/mma_config.hpp"
 
 namespace evosdpa::detail::mma_sm80 {
 
-template <typename T, int D>
+// kIndex: a row of kConfigs (mma_config.hpp). Instantiated for every row in inst/.
+template <typename T, int kIndex>
 cudaError_t launch(const KernelParams& p, cudaStream_t stream);
-
-extern template cudaError_t launch<__half, 64>(const KernelParams&, cudaStream_t);
-extern template cudaError_t launch<__half, 128>(const KernelParams&, cudaStream_t);
-extern template cudaError_t launch<__nv_bfloat16, 64>(const KernelParams&, cudaStream_t);
-extern template cudaError_t launch<__nv_bfloat16, 128>(const KernelParams&, cudaStream_t);
 
 }  // namespace evosdpa::detail::mma_sm80

@@ -236,9 +236,11 @@ __device__ __forceinline__ void store_output(float (&o)[D / 8][4], const float (
   }
 }
 
-template <typename T, int D>
+// Compile-time view of one kConfigs row.
+template <typename T, int kIndex>
 struct Kernel {
-  static constexpr TileConfig kCfg = *find_config(D);
+  static constexpr TileConfig kCfg = kConfigs[kIndex];
+  static constexpr int kD = kCfg.head_dim;
   static constexpr int kThreads = kCfg.threads();
   static constexpr int kBM = kCfg.block_m();
   static constexpr int kBN = kCfg.block_n;
@@ -250,10 +252,11 @@ struct Kernel {
   static constexpr int kKLead = kOverlap ? 2 : 1;
 };
 
-template <typename T, int D>
-__global__ void __launch_bounds__(Kernel<T, D>::kThreads, Kernel<T, D>::kCfg.min_blocks_per_sm)
+template <typename T, int kIndex>
+__global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>::kCfg.min_blocks_per_sm)
     attention_kernel(const KernelParams p) {
-  using K = Kernel<T, D>;
+  using K = Kernel<T, kIndex>;
+  constexpr int D = K::kD;
   constexpr int kBM = K::kBM;
   constexpr int kBN = K::kBN;
   constexpr int kMT = K::kMT;

@@ -1,6 +1,7 @@
-// Explicit instantiation: sm_80 tensor-core kernel, bf16, head_dim 128.
+// Explicit instantiations: sm_80 tensor-core kernel, bf16, every head_dim 128 row of the tile table.
 #include "kernels/mma/mma_launch.cuh"
 
 namespace evosdpa::detail::mma_sm80 {
-template cudaError_t launch<__nv_bfloat16, 128>(const KernelParams&, cudaStream_t);
-}
+template cudaError_t launch<__nv_bfloat16, config_index(128, false)>(const KernelParams&, cudaStream_t);
+template cudaError_t launch<__nv_bfloat16, config_index(128, true)>(const KernelParams&, cudaStream_t);
+}  // namespace evosdpa::detail::mma_sm80

@@ -1,6 +1,7 @@
-// Explicit instantiation: sm_80 tensor-core kernel, fp16, head_dim 64.
+// Explicit instantiations: sm_80 tensor-core kernel, fp16, every head_dim 64 row of the tile table.
 #include "kernels/mma/mma_launch.cuh"
 
 namespace evosdpa::detail::mma_sm80 {
-template cudaError_t launch<__half, 64>(const KernelParams&, cudaStream_t);
-}
+template cudaError_t launch<__half, config_index(64, false)>(const KernelParams&, cudaStream_t);
+template cudaError_t launch<__half, config_index(64, true)>(const KernelParams&, cudaStream_t);
+}  // namespace evosdpa::detail::mma_sm80
