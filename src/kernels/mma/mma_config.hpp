@@ -25,17 +25,16 @@ struct TileConfig {
   constexpr int smem_bytes() const { return (block_m() * head_dim + 2 * 2 * block_n * head_dim) * 2; }
 };
 
-// Chosen by measurement on an H100, fp16, B=4 L=4096 (docs/perf-log.md, v4): every row is the fastest
-// variant that compiles without spills. block_m is 128 in both: 64 doubles the K/V traffic from L2.
-// - D=64: 4 warps of 32 rows, 2 blocks/SM: 274 TFLOP/s against 239 for 8 warps of 16 rows (whose
-//   ldmatrix traffic per mma is twice as high); Q in registers as well spills 40 bytes at 255.
-// - D=128: 8 warps of 16 rows, 1 block/SM, Q in registers: 299 TFLOP/s; 4 warps of 32 rows spill at
-//   255 registers with 64-key tiles and reach only 275 with 32-key tiles; overlapping QK^T cost 17%.
+// Chosen by measurement on an H100, fp16, B=4 L=4096 (docs/perf-log.md, v6): every row is the fastest
+// variant that compiles without spills. block_m is 128 for the default rows: 64 doubles K/V traffic from L2.
+// - 4 warps of 32 rows (2 m-tiles), 2 blocks/SM: each K/V fragment read by ldmatrix feeds two mmas,
+//   halving the shared-memory traffic that bounded 8 warps of 16 rows (D=128: 340 TFLOP/s against 312;
+//   D=64: 303 against 276). D=128 keeps Q in shared memory to fit 255 registers.
 // - small_grid rows: fewer query rows per block, so a problem of few (batch, head, 128-row) blocks, such
-//   as B=1 H=8 L=512, spreads over more SMs.
+//   as B=1 H=8 L=512, spreads over more SMs (15.6 -> 9.9 us for that shape, CUDA-graph replay).
 inline constexpr TileConfig kConfigs[] = {
-    {64, 4, 2, 64, 2, false, false, false},
-    {128, 8, 1, 64, 1, true, false, false},
+    {64, 4, 2, 64, 2, true, false, false},
+    {128, 4, 2, 64, 2, false, false, false},
     {64, 4, 1, 64, 2, true, false, true},
     {128, 4, 1, 64, 2, false, false, true},
 };

@@ -29,20 +29,27 @@ __device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
 
 // Copy `kRows` rows of D elements from global (row stride `stride`) into a swizzled shared tile. Rows at
 // or beyond `valid_rows` are zero-filled: zeros in K keep masked scores finite, zeros in V keep 0 * V
-// from turning into NaN.
+// from turning into NaN. Each thread copies the same 16-byte chunk of rows row0, row0 + step, ...; with
+// step a multiple of 8 the swizzle is the same in every round, so a round costs one pointer increment
+// (per-round addresses computed independently were hoisted out of the K/V loop and spilled).
 template <int kRows, int D, int kThreads, typename T>
 __device__ __forceinline__ void load_tile(uint32_t smem_tile, const T* gmem, int64_t stride,
                                           int valid_rows, int tid) {
   constexpr int kChunks = D / 8;
-  constexpr int kRounds = kRows * kChunks / kThreads;
+  constexpr int kRowStep = kThreads / kChunks;
+  constexpr int kRounds = kRows / kRowStep;
+  static_assert(kThreads % kChunks == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
+                "each thread must copy one chunk column of rows a multiple of 8 apart");
+  const int row0 = tid / kChunks;
+  const int chunk = tid % kChunks;
+  const uint32_t dst = smem_tile + swizzle<kChunks>(row0, chunk);
+  const T* src = gmem + row0 * stride + chunk * 8;
+  const int64_t step = kRowStep * stride;
 #pragma unroll
   for (int i = 0; i < kRounds; ++i) {
-    const int c = tid + i * kThreads;
-    const int row = c / kChunks;
-    const int chunk = c % kChunks;
-    const bool valid = row < valid_rows;
-    const T* src = gmem + (valid ? row * stride + chunk * 8 : 0);
-    cp_async_16(smem_tile + swizzle<kChunks>(row, chunk), src, valid);
+    const bool valid = row0 + i * kRowStep < valid_rows;
+    cp_async_16(dst + i * kRowStep * kChunks * 16, valid ? src : gmem, valid);
+    src += step;
   }
 }
 
@@ -236,6 +243,20 @@ __device__ __forceinline__ void store_output(float (&o)[D / 8][4], const float (
   }
 }
 
+// The (batch, head, query block) a block computes. Blocks of one (batch, head) are adjacent in launch
+// order so that their K/V stay in L2; with a causal mask the longest query blocks go first so that the
+// short ones fill in the tail.
+struct BlockCoords {
+  int b, h, q_block;
+};
+
+__device__ __forceinline__ BlockCoords block_coords(const KernelParams& p, int block_m) {
+  const int num_q_blocks = (p.seqlen_q + block_m - 1) / block_m;
+  const int bh = blockIdx.x / num_q_blocks;
+  const int qb = blockIdx.x % num_q_blocks;
+  return {bh / p.heads_q, bh % p.heads_q, p.causal ? num_q_blocks - 1 - qb : qb};
+}
+
 // Compile-time view of one kConfigs row.
 template <typename T, int kIndex>
 struct Kernel {
@@ -268,30 +289,19 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
   const uint32_t sV0 = sK0 + 2 * kBN * D * 2;
   constexpr uint32_t kKVTileBytes = kBN * D * 2;
 
-  // Blocks of one (batch, head) are adjacent in launch order so that their K/V stay in L2; with a causal
-  // mask the longest rows go first so that the short ones fill in the tail.
-  const int num_q_blocks = (p.seqlen_q + kBM - 1) / kBM;
-  const int bh = blockIdx.x / num_q_blocks;
-  const int qb_linear = blockIdx.x % num_q_blocks;
-  const int q_block = p.causal ? num_q_blocks - 1 - qb_linear : qb_linear;
-  const int b = bh / p.heads_q;
-  const int h = bh % p.heads_q;
-  const int h_kv = h / p.kv_group;
-  const int q0 = q_block * kBM;
+  const BlockCoords bc = block_coords(p, kBM);
+  const int q0 = bc.q_block * kBM;
+  const int h_kv = bc.h / p.kv_group;
 
   const int tid = threadIdx.x;
   const int warp = tid / 32;
   const int lane = tid % 32;
   const int warp_row0 = warp * K::kWarpRows;
 
-  const T* q_tile = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
+  const T* q_tile = static_cast<const T*>(p.q) + bc.b * p.q_batch_stride + bc.h * p.q_head_stride +
                     static_cast<int64_t>(q0) * p.q_seq_stride;
-  const T* k_head = static_cast<const T*>(p.k) + b * p.k_batch_stride + h_kv * p.k_head_stride;
-  const T* v_head = static_cast<const T*>(p.v) + b * p.v_batch_stride + h_kv * p.v_head_stride;
-  T* o_tile = static_cast<T*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride +
-              static_cast<int64_t>(q0) * p.o_seq_stride;
-  float* lse_rows =
-      p.lse != nullptr ? p.lse + (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q : nullptr;
+  const T* k_head = static_cast<const T*>(p.k) + bc.b * p.k_batch_stride + h_kv * p.k_head_stride;
+  const T* v_head = static_cast<const T*>(p.v) + bc.b * p.v_batch_stride + h_kv * p.v_head_stride;
 
   // Keys this block can see: all of them, or up to the causal diagonal of its last valid row.
   int kv_end = p.seqlen_k;
@@ -368,10 +378,13 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
         mma_qk<T, D, kBN, kMT, K::kQInRegs>(s, q_frag, sQ, sK0 + (j & 1) * kKVTileBytes, warp_row0, lane);
       }
 
+      // Decided per block, not per warp: the condition stays in uniform registers (a per-warp row bound
+      // was one register too many at 255 and spilled); warps wholly below the diagonal of a diagonal
+      // tile just mask nothing.
+      const bool needs_mask = key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > q0 + p.causal_offset);
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         const int row0 = q0 + warp_row0 + 16 * mt;
-        const bool needs_mask = key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > row0 + p.causal_offset);
         if (needs_mask)
           scale_and_mask<kBN, true>(s[mt], p, row0, key0, lane);
         else
@@ -392,9 +405,16 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
     cp_async_wait<0>();
   }
   __syncthreads();  // Q tile reads (and any in-flight copies into it) are over before it stages O
+  // Output addresses are derived here, not before the K/V loop: kept live across it they were spilled.
+  const BlockCoords out = block_coords(p, kBM);
+  T* o_tile = static_cast<T*>(p.o) + out.b * p.o_batch_stride + out.h * p.o_head_stride +
+              static_cast<int64_t>(out.q_block) * kBM * p.o_seq_stride;
+  float* lse_rows = p.lse != nullptr ? p.lse + (static_cast<int64_t>(out.b) * p.heads_q + out.h) * p.seqlen_q
+                                     : nullptr;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
-    store_output<T, D>(o[mt], m[mt], l[mt], smem, p, o_tile, lse_rows, q0, warp_row0 + 16 * mt, lane);
+    store_output<T, D>(o[mt], m[mt], l[mt], smem, p, o_tile, lse_rows, out.q_block * kBM,
+                       (threadIdx.x / 32) * K::kWarpRows + 16 * mt, threadIdx.x % 32);
 }
 
 }  // namespace evosdpa::detail::mma_sm80
