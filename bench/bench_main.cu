@@ -8,12 +8,17 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_options.hpp"
 #include "bench_report.hpp"
+#ifdef EVOSDPA_HAVE_CUDNN_PEER
+#include "cudnn_peer.hpp"
+#endif
 #include "evosdpa/evosdpa.hpp"
 #include "host/cpu_reference.hpp"
 
@@ -61,6 +66,9 @@ struct Buffers {
   float* lse = nullptr;
 };
 
+// Enqueues one attention call on the buffers and stream; returns "" or the reason it could not.
+using Launcher = std::function<std::string(const Buffers&, cudaStream_t)>;
+
 struct DeviceInfo {
   std::string name;
   int sm_count = 0, cc_major = 0, cc_minor = 0, clock_mhz = 0, mem_clock_mhz = 0, driver = 0, runtime = 0;
@@ -103,7 +111,7 @@ std::vector<float> download(const uint16_t* d, int64_t n, evosdpa_dtype_t dtype)
 
 // Check the kernel's output on set 0 against float64 on a sample of query rows (every row for small
 // problems), tolerance as in the tests: 2x the same-precision error plus a floor.
-void verify(ResultRow& row, const Buffers& b, const std::string& kernel) {
+void verify(ResultRow& row, const Buffers& b, const Launcher& launch) {
   const BenchShape& s = row.shape;
   evosdpa::host::Shape hs;
   hs.batch = s.batch, hs.heads_q = hs.heads_kv = s.heads, hs.seqlen_q = s.seqlen_q, hs.seqlen_k = s.seqlen_k;
@@ -111,11 +119,10 @@ void verify(ResultRow& row, const Buffers& b, const std::string& kernel) {
   const double work = static_cast<double>(s.batch) * s.heads * s.seqlen_q * s.seqlen_k * s.head_dim;
   const int64_t step = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(work / 4e9)));
   CHECK_CUDA(cudaMemset(b.o, 0xff, hs.q_elems() * 2));
-  const auto p = make_params(s, b);
-  const auto r = evosdpa::attention_forward(p, nullptr, kernel);
-  if (!r.ok()) {
+  const std::string err = launch(b, nullptr);
+  if (!err.empty()) {
     row.ok = false;
-    row.error = r.message;
+    row.error = err;
     return;
   }
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -140,21 +147,20 @@ void verify(ResultRow& row, const Buffers& b, const std::string& kernel) {
   if (!pass) row.ok = false;
 }
 
-void time_kernel(ResultRow& row, const std::vector<Buffers>& sets, const Options& o, const std::string& kernel) {
-  std::vector<evosdpa_params_t> params;
-  for (const auto& b : sets) params.push_back(make_params(row.shape, b));
+void time_kernel(ResultRow& row, const std::vector<Buffers>& sets, const Options& o, const Launcher& launch_one) {
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<cudaGraphExec_t> graphs;
   if (o.graph) {
-    for (const auto& p : params) {
+    for (const auto& b : sets) {
       cudaGraph_t g;
       CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      const auto r = evosdpa::attention_forward(p, stream, kernel);
-      CHECK_CUDA(cudaStreamEndCapture(stream, &g));
-      if (!r.ok()) {
+      const std::string err = launch_one(b, stream);
+      const cudaError_t end = cudaStreamEndCapture(stream, &g);
+      if (!err.empty() || end != cudaSuccess) {
         row.ok = false;
-        row.error = r.message;
+        row.error = !err.empty() ? err : std::string("graph capture failed: ") + cudaGetErrorString(end);
+        cudaGetLastError();
         return;
       }
       cudaGraphExec_t e;
@@ -164,17 +170,17 @@ void time_kernel(ResultRow& row, const std::vector<Buffers>& sets, const Options
     }
   }
   auto launch = [&](int i) {
-    const size_t set = static_cast<size_t>(i) % params.size();
+    const size_t set = static_cast<size_t>(i) % sets.size();
     if (o.graph) {
       CHECK_CUDA(cudaGraphLaunch(graphs[set], stream));
       return true;
     }
-    const auto r = evosdpa::attention_forward(params[set], stream, kernel);
-    if (!r.ok()) {
+    const std::string err = launch_one(sets[set], stream);
+    if (!err.empty()) {
       row.ok = false;
-      row.error = r.message;
+      row.error = err;
     }
-    return r.ok();
+    return err.empty();
   };
   for (int i = 0; i < o.warmup; ++i)
     if (!launch(i)) return;
@@ -239,7 +245,19 @@ int main(int argc, char** argv) {
                  err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
     return 3;
   }
-  if (o.kernels.size() == 1 && o.kernels[0] == "all") o.kernels = evosdpa::kernel_names();
+  if (o.kernels.size() == 1 && o.kernels[0] == "all") {
+    o.kernels = evosdpa::kernel_names();
+    o.kernels.push_back("cudnn");
+  }
+  // The cuDNN peer, created once if asked for ("cudnn" in --kernel).
+#ifdef EVOSDPA_HAVE_CUDNN_PEER
+  std::unique_ptr<evosdpa::bench::CudnnSdpa> cudnn;
+  std::string cudnn_missing;
+  if (std::find(o.kernels.begin(), o.kernels.end(), "cudnn") != o.kernels.end())
+    cudnn = evosdpa::bench::CudnnSdpa::create(cudnn_missing);
+#else
+  const std::string cudnn_missing = "evosdpa-bench was built without cudnn_frontend headers";
+#endif
   const DeviceInfo dev = device_info();
   std::printf("GPU %s (sm_%d%d, %d SMs, %d MHz, L2 %lld MB), driver %d, runtime %d, commit %s\n", dev.name.c_str(),
               dev.cc_major, dev.cc_minor, dev.sm_count, dev.clock_mhz, dev.l2_bytes >> 20, dev.driver, dev.runtime,
@@ -287,15 +305,40 @@ int main(int argc, char** argv) {
       ResultRow row;
       row.shape = s;
       row.kernel = kernel;
-      const auto sup = evosdpa::supports(make_params(s, sets[0]), kernel);
-      row.ran = sup.ok() ? sup.kernel : "-";
-      if (!sup.ok()) {
-        row.ok = false;
-        row.error = sup.message;
+      Launcher launch;
+      if (kernel == "cudnn") {
+        row.ran = "cudnn";
+        std::string why = cudnn_missing;
+#ifdef EVOSDPA_HAVE_CUDNN_PEER
+        if (cudnn && cudnn->prepare(s, why)) {
+          evosdpa::bench::CudnnSdpa* peer = cudnn.get();
+          launch = [peer](const Buffers& b, cudaStream_t st) {
+            std::string err;
+            return peer->run(b.q, b.k, b.v, b.o, st, err) ? std::string() : err;
+          };
+        }
+#endif
+        if (!launch) {
+          row.ok = false;
+          row.error = "cuDNN peer unavailable: " + why;
+        }
       } else {
-        if (o.verify) verify(row, sets[0], kernel);
+        const auto sup = evosdpa::supports(make_params(s, sets[0]), kernel);
+        row.ran = sup.ok() ? sup.kernel : "-";
+        if (!sup.ok()) {
+          row.ok = false;
+          row.error = sup.message;
+        } else {
+          launch = [&s, kernel](const Buffers& b, cudaStream_t st) {
+            const auto r = evosdpa::attention_forward(make_params(s, b), st, kernel);
+            return r.ok() ? std::string() : r.message;
+          };
+        }
+      }
+      if (launch) {
+        if (o.verify) verify(row, sets[0], launch);
         else row.verify = "skipped";
-        if (row.error.empty()) time_kernel(row, sets, o, kernel);
+        if (row.error.empty()) time_kernel(row, sets, o, launch);
       }
       rows.push_back(row);
       std::fprintf(stderr, "[%zu/%zu] %s %s: %.2f us %s\n", si + 1, o.shapes.size(), s.label().c_str(),

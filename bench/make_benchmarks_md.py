@@ -22,16 +22,18 @@ def load(d, name):
 def table(ours, peers, kernel="mma_sm80"):
     names = ["torch_flash", "torch_cudnn", "torch_efficient"]
     pr = {(key(r), r["kernel"]): r for r in peers["results"] if r.get("ok")} if peers else {}
-    lines = ["| shape | evosdpa µs | TFLOP/s | FA2 µs | cuDNN µs | efficient µs | vs FA2 | vs cuDNN | verify |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    direct = {key(r): r for r in ours["results"] if r["ok"] and r["ran"] == "cudnn"}
+    lines = ["| shape | evosdpa µs | TFLOP/s | FA2 µs | cuDNN µs | efficient µs | cuDNN direct µs | vs FA2 | vs cuDNN "
+             "| vs cuDNN direct | verify |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in ours["results"]:
         if not r["ok"] or r["ran"] != kernel:
             continue
         k = key(r)
         shape = f"B{r['batch']} H{r['heads']} L{r['seqlen_q']} D{r['head_dim']} {r['dtype']} {k[-1]}"
-        t = [pr.get((k, n)) for n in names]
+        t = [pr.get((k, n)) for n in names] + [direct.get(k)]
         cell = [f"{p['us_median']:.1f}" if p else "-" for p in t]
-        ratio = [f"{p['us_median'] / r['us_median']:.2f}×" if p else "-" for p in t[:2]]
+        ratio = [f"{p['us_median'] / r['us_median']:.2f}×" if p else "-" for p in (t[0], t[1], t[3])]
         lines.append(f"| {shape} | {r['us_median']:.1f} | {r['tflops']:.0f} | " + " | ".join(cell) + " | " +
                      " | ".join(ratio) + f" | {r['verify'].split(' err')[0]} |")
     return "\n".join(lines)
@@ -48,7 +50,8 @@ def plot(ours, peers, path):
     fig, axes = plt.subplots(2, 4, figsize=(18, 8), sharex=True)
     panels = [(d, c, dt) for dt in ("fp16", "bf16") for d in (64, 128) for c in ("none", "causal")]
     for ax, (d, c, dt) in zip(axes.flat, panels):
-        series = {"evosdpa mma_sm80": [r for r in ours["results"] if r["ok"] and r["ran"] == "mma_sm80"]}
+        series = {"evosdpa mma_sm80": [r for r in ours["results"] if r["ok"] and r["ran"] == "mma_sm80"],
+                  "cuDNN direct": [r for r in ours["results"] if r["ok"] and r["ran"] == "cudnn"]}
         for n in ("torch_flash", "torch_cudnn", "torch_efficient"):
             series[n.replace("torch_", "torch ")] = [r for r in peers["results"] if r.get("ok") and r["kernel"] == n]
         for label, rows in series.items():
@@ -85,7 +88,8 @@ def main():
            f"peers: PyTorch {peers_meta['torch']}, cuDNN {peers_meta['cudnn']}, timed in the same session.",
            "", "Each row: median of CUDA-event-timed runs after warm-up, warm L2; evosdpa verified against the "
            "float64 CPU reference before timing. Ratios are peer time / evosdpa time (above 1: evosdpa faster). "
-           "FA2 = `torch flash` (FlashAttention-2), cuDNN = `torch cudnn`.", "",
+           "FA2 = `torch flash` (FlashAttention-2), cuDNN = `torch cudnn`; cuDNN direct = cuDNN's SDPA called "
+           "from evosdpa-bench through cudnn_frontend (same inputs, verified against float64 like evosdpa).", "",
            "Regenerated on a GPU machine by `scripts/benchmarks.sh OUT_DIR` (then copy OUT_DIR/benchmarks.md and "
            "benchmarks.png here).", ""]
     if acc:

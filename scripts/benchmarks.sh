@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On a GPU machine: the full benchmark of record. evosdpa-bench and PyTorch SDPA peers (flash, cudnn,
-# efficient) on the acceptance grid (plain and CUDA-graph replay) and the fa3 grid, fp16 and bf16, all
+# On a GPU machine: the full benchmark of record. evosdpa-bench (evosdpa's kernel and cuDNN's SDPA called
+# directly through cudnn_frontend) and PyTorch SDPA peers (flash, cudnn, efficient) on the acceptance grid (plain and CUDA-graph replay) and the fa3 grid, fp16 and bf16, all
 # in one session; JSON results, benchmarks.md and benchmarks.png (the table and plot of record, to copy
 # into docs/) in OUT_DIR.
 #   scripts/benchmarks.sh OUT_DIR [BUILD_DIR]
@@ -11,9 +11,17 @@ build=${2:-build}
 mkdir -p "$out"
 bench="$build/bench/evosdpa-bench"
 export PYTHONUNBUFFERED=1
-"$bench" --grid acceptance --dtype both --kernel mma_sm80 --json "$out/acc.json" >/dev/null
-"$bench" --grid acceptance --dtype both --kernel mma_sm80 --graph --json "$out/acc-graph.json" >/dev/null
-"$bench" --grid fa3 --dtype both --kernel mma_sm80 --iters 30 --json "$out/fa3.json" >/dev/null
+# The direct cuDNN peer dlopens libcudnn.so.9: use the one PyTorch ships if the loader has none.
+if [ -z "${EVOSDPA_CUDNN_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcudnn.so.9 '; then
+  for dir in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    lib=$(find "$dir" -name 'libcudnn.so.9' 2>/dev/null | head -n 1)
+    if [ -n "$lib" ]; then export LD_LIBRARY_PATH="$(dirname "$lib"):${LD_LIBRARY_PATH:-}"; break; fi
+  done
+fi
+kernels=mma_sm80,cudnn
+"$bench" --grid acceptance --dtype both --kernel $kernels --json "$out/acc.json" >/dev/null
+"$bench" --grid acceptance --dtype both --kernel $kernels --graph --json "$out/acc-graph.json" >/dev/null
+"$bench" --grid fa3 --dtype both --kernel $kernels --iters 30 --json "$out/fa3.json" >/dev/null
 python3 bench/torch_peers.py --grid acceptance --dtype both --json "$out/peers.json"
 python3 bench/torch_peers.py --grid acceptance --dtype both --graph --json "$out/peers-graph.json"
 python3 bench/torch_peers.py --grid fa3 --dtype both --iters 30 --json "$out/peers-fa3.json"

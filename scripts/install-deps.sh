@@ -15,3 +15,16 @@ if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "error: the CUDA toolkit (nvcc) is not installed; evosdpa needs it to build" >&2
   exit 1
 fi
+# cudnn_frontend headers (header-only, from PyPI) for evosdpa-bench's direct cuDNN SDPA peer. Optional:
+# without them the benchmark is built without that peer.
+fe_version=1.16.0
+if [ ! -f .deps/cudnn_frontend/include/cudnn_frontend.h ]; then
+  tmp=$(mktemp -d)
+  if python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+       "nvidia-cudnn-frontend==$fe_version" -d "$tmp" 2>/dev/null; then
+    mkdir -p .deps/cudnn_frontend && (cd .deps/cudnn_frontend && unzip -q -o "$tmp"/*.whl 'include/*')
+  else
+    echo "note: could not fetch nvidia-cudnn-frontend==$fe_version; evosdpa-bench will have no cuDNN peer"
+  fi
+  rm -rf "$tmp"
+fi

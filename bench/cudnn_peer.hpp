@@ -1,0 +1,34 @@
+// cuDNN's fused SDPA forward, called directly through the cudnn_frontend graph API, as a peer in
+// evosdpa-bench. libcudnn is loaded at run time (dlopen), so the benchmark runs where it is missing and
+// reports the peer as unavailable.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "bench_options.hpp"
+
+namespace evosdpa::bench {
+
+class CudnnSdpa {
+ public:
+  // Loads libcudnn.so.9 (EVOSDPA_CUDNN_LIBRARY, else the loader's search path) and makes a handle.
+  static std::unique_ptr<CudnnSdpa> create(std::string& why_not);
+  ~CudnnSdpa();
+
+  // Builds the graph for one shape (BHSD contiguous, lse not produced); false with the reason when
+  // cuDNN has no engine for it.
+  bool prepare(const BenchShape& s, std::string& why_not);
+  // Enqueues one forward on `stream`; false with the reason on failure.
+  bool run(const void* q, const void* k, const void* v, void* o, cudaStream_t stream, std::string& why_not);
+
+  struct State;
+
+ private:
+  explicit CudnnSdpa(std::unique_ptr<State> s);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace evosdpa::bench
