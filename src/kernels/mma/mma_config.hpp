@@ -14,8 +14,6 @@ struct TileConfig {
   int min_blocks_per_sm;  // __launch_bounds__ occupancy hint: caps registers at 64K / (threads * this)
   bool q_in_registers;    // keep the warp's Q fragments in registers for the whole K/V loop, rather
                           // than re-reading them from shared memory for every K tile
-  bool overlap_qk;        // issue S(j+1) = Q K(j+1)^T before the softmax of tile j (costs a second S in
-                          // registers; K is then copied two tiles ahead)
   bool small_grid;        // the variant for grids that would not fill the SMs with the default one
 
   constexpr int threads() const { return warps * 32; }
@@ -33,10 +31,10 @@ struct TileConfig {
 // - small_grid rows: fewer query rows per block, so a problem of few (batch, head, 128-row) blocks, such
 //   as B=1 H=8 L=512, spreads over more SMs (15.6 -> 9.9 us for that shape, CUDA-graph replay).
 inline constexpr TileConfig kConfigs[] = {
-    {64, 4, 2, 64, 2, true, false, false},
-    {128, 4, 2, 64, 2, false, false, false},
-    {64, 4, 1, 64, 2, true, false, true},
-    {128, 4, 1, 64, 2, false, false, true},
+    {64, 4, 2, 64, 2, true, false},
+    {128, 4, 2, 64, 2, false, false},
+    {64, 4, 1, 64, 2, true, true},
+    {128, 4, 1, 64, 2, false, true},
 };
 inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 

@@ -4,9 +4,7 @@
 // rows and streams every K/V tile past them: S = Q K^T (mma.sync), online softmax on S in fp32 registers
 // (running row max m and row sum l), O += P V with P taken straight from the S accumulators. O is
 // divided by l once at the end. K and V tiles are double-buffered in shared memory by cp.async, so the
-// copies for the next tile overlap the math on this one, with one barrier per tile. With overlap_qk the
-// loop is software-pipelined by one tile: S(j+1) = Q K(j+1)^T is issued before the softmax of tile j,
-// so the tensor cores work while the FP32 and special-function units exponentiate.
+// copies for the next tile overlap the math on this one, with one barrier per tile.
 //
 // Shared-memory tiles hold rows of D 16-bit elements in 16-byte chunks; chunk c of row r is stored at
 // chunk c ^ (r % 8). The 8 rows an ldmatrix phase reads then fall in 8 different bank groups, so
@@ -268,9 +266,6 @@ struct Kernel {
   static constexpr int kMT = kCfg.m_tiles;
   static constexpr int kWarpRows = kCfg.warp_rows();
   static constexpr bool kQInRegs = kCfg.q_in_registers;
-  static constexpr bool kOverlap = kCfg.overlap_qk;
-  // Tiles K is copied ahead of the one being consumed: with overlap, K(j+1) is used one tile early.
-  static constexpr int kKLead = kOverlap ? 2 : 1;
 };
 
 template <typename T, int kIndex>
@@ -332,51 +327,39 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
   };
 
   if (num_kv_tiles > 0) {
-    // Copy groups, in order: {Q, K0}, {V0 (, K1 with overlap)}, then one {V(j+1), K(j+lead)} per tile
-    // (empty past the end). At the top of iteration j the newest group holds V(j) and K(j+lead-1), so
-    // "wait for all" is exactly what the tile needs, and the copies issued next have a whole tile of
-    // math to land behind. One barrier per tile.
+    // Copy groups, in order: {Q, K0}, {V0}, then one {K(j+1), V(j+1)} per tile (empty past the end). At
+    // the top of iteration j the newest group holds tile j, so "wait for all" is exactly what the tile
+    // needs, and the copies issued next have a whole tile of math to land behind. One barrier per tile.
     load_tile<kBM, D, kThreads>(sQ, q_tile, p.q_seq_stride, p.seqlen_q - q0, tid);
     load_k(0);
     cp_async_commit();
     load_v(0);
-    if (K::kOverlap && num_kv_tiles > 1) load_k(1);
     cp_async_commit();
 
     uint32_t q_frag[kMT][D / 16][4];
-    float s[kMT][kBN / 8][4];
-    if constexpr (K::kQInRegs || K::kOverlap) {
+    if constexpr (K::kQInRegs) {
       cp_async_wait<1>();
       __syncthreads();  // Q and K0 visible
-      if constexpr (K::kQInRegs) {
 #pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
+      for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk)
-            load_q_fragment<D>(q_frag[mt][kk], sQ, warp_row0 + 16 * mt, lane, kk);
-      }
-      if constexpr (K::kOverlap) mma_qk<T, D, kBN, kMT, K::kQInRegs>(s, q_frag, sQ, sK0, warp_row0, lane);
+        for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_frag[mt][kk], sQ, warp_row0 + 16 * mt, lane, kk);
     }
 
     for (int j = 0; j < num_kv_tiles; ++j) {
       const int key0 = j * kBN;
       cp_async_wait<0>();
-      // This tile's V (and K) visible to all; every warp is past tile j-1, so the buffers of V(j-1) and
-      // of the K tile consumed last are free for the next copies.
+      // Tile j's K and V visible to all; every warp is past tile j-1, so its buffers are free for the
+      // copies of tile j+1.
       __syncthreads();
-      if (j + 1 < num_kv_tiles) load_v(j + 1);
-      if (j + K::kKLead < num_kv_tiles) load_k(j + K::kKLead);
+      if (j + 1 < num_kv_tiles) {
+        load_k(j + 1);
+        load_v(j + 1);
+      }
       cp_async_commit();
 
-      float s_next[kMT][kBN / 8][4];
-      if constexpr (K::kOverlap) {
-        // S of the next tile goes to the tensor cores first; this tile's softmax runs meanwhile.
-        if (j + 1 < num_kv_tiles)
-          mma_qk<T, D, kBN, kMT, K::kQInRegs>(s_next, q_frag, sQ, sK0 + ((j + 1) & 1) * kKVTileBytes,
-                                              warp_row0, lane);
-      } else {
-        mma_qk<T, D, kBN, kMT, K::kQInRegs>(s, q_frag, sQ, sK0 + (j & 1) * kKVTileBytes, warp_row0, lane);
-      }
+      float s[kMT][kBN / 8][4];
+      mma_qk<T, D, kBN, kMT, K::kQInRegs>(s, q_frag, sQ, sK0 + (j & 1) * kKVTileBytes, warp_row0, lane);
 
       // Decided per block, not per warp: the condition stays in uniform registers (a per-warp row bound
       // was one register too many at 255 and spilled); warps wholly below the diagonal of a diagonal
@@ -392,15 +375,6 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
         rescale<kBN, D>(s[mt], o[mt], m[mt], l[mt]);
       }
       mma_pv<T, D, kBN, kMT>(o, s, sV0 + (j & 1) * kKVTileBytes, lane);
-
-      if constexpr (K::kOverlap) {
-#pragma unroll
-        for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-          for (int n = 0; n < kBN / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) s[mt][n][e] = s_next[mt][n][e];
-      }
     }
     cp_async_wait<0>();
   }
