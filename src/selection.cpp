@@ -15,7 +15,7 @@ namespace {
 Check fail(evosdpa_status_t status, std::string message) { return Check{status, std::move(message)}; }
 
 constexpr int kReferenceMaxHeadDim = 256;
-constexpr int kReferenceRowsPerBlock = 4;
+constexpr int kReferenceRowsPerBlock = 4;  // kWarpsPerBlock in kernels/reference/reference.cu
 constexpr long long kMaxGridX = INT32_MAX;
 
 struct TensorView {
