@@ -1,12 +1,20 @@
 // The C ABI and the C++ API: argument checks, device checks, selection, launch, error messages.
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+#include <limits>
 #include <string>
 
 #include "dispatch.hpp"
 #include "evosdpa/evosdpa.h"
 #include "evosdpa/evosdpa.hpp"
 #include "selection.hpp"
+
+#define EVOSDPA_STRINGIFY_(x) #x
+#define EVOSDPA_STRINGIFY(x) EVOSDPA_STRINGIFY_(x)
+#define EVOSDPA_VERSION_STRING                                                     \
+  EVOSDPA_STRINGIFY(EVOSDPA_VERSION_MAJOR) "." EVOSDPA_STRINGIFY(EVOSDPA_VERSION_MINOR) "." \
+      EVOSDPA_STRINGIFY(EVOSDPA_VERSION_PATCH)
 
 namespace evosdpa::detail {
 namespace {
@@ -74,11 +82,12 @@ Check check_pointers(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return {};
 }
 
-// Everything up to the launch: sets `chosen` to the kernel to run, or `nothing_to_do` for an empty problem.
-evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, Selection& chosen, bool& nothing_to_do) {
+// Everything up to the launch: normalises the caller's struct into `p`, sets `chosen` to the kernel to
+// run, or `nothing_to_do` for an empty problem.
+evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, evosdpa_params_t& p, Selection& chosen,
+                         bool& nothing_to_do) {
   nothing_to_do = false;
-  if (params == nullptr) return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "params is a null pointer");
-  const evosdpa_params_t& p = *params;
+  if (Check c = normalize_params(params, p); !c.ok()) return report(c);
   if (Check c = check_kernel_name(kernel); !c.ok()) return report(c);
   if (Check c = validate_params(p); !c.ok()) return report(c);
   if (has_no_queries(p)) {
@@ -101,13 +110,30 @@ using namespace evosdpa::detail;
 
 extern "C" {
 
-void evosdpa_params_init(evosdpa_params_t* p) {
-  if (p == nullptr) return;
-  *p = evosdpa_params_t{};
+evosdpa_status_t evosdpa_params_init_sized(evosdpa_params_t* p, size_t struct_size) {
+  if (p == nullptr) return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "params is a null pointer");
+  if (struct_size < kParamsMinSize)
+    return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "struct_size " + std::to_string(struct_size) +
+                                                      " is below the smallest evosdpa_params_t (" +
+                                                      std::to_string(kParamsMinSize) + " bytes)");
+  // Zero all the caller's bytes (appended fields default to zero), then the library's known defaults.
+  std::memset(static_cast<void*>(p), 0, struct_size);
+  p->struct_size = struct_size;
   p->dtype = EVOSDPA_DTYPE_FLOAT16;
   p->causal = EVOSDPA_CAUSAL_NONE;
-  p->softmax_scale = 0.f;
+  p->softmax_scale = std::numeric_limits<float>::quiet_NaN();
+  return report(EVOSDPA_SUCCESS, "");
 }
+
+size_t evosdpa_dtype_size(evosdpa_dtype_t dtype) {
+  switch (dtype) {
+    case EVOSDPA_DTYPE_FLOAT16: return 2;
+    case EVOSDPA_DTYPE_BFLOAT16: return 2;
+  }
+  return 0;
+}
+
+const char* evosdpa_version(void) { return EVOSDPA_VERSION_STRING; }
 
 void evosdpa_params_set_bhsd_strides(evosdpa_params_t* p) {
   if (p == nullptr) return;
@@ -132,11 +158,12 @@ void evosdpa_params_set_bshd_strides(evosdpa_params_t* p) {
 }
 
 evosdpa_status_t evosdpa_attention_forward(const evosdpa_params_t* params, const char* kernel, void* stream) {
+  evosdpa_params_t p;
   Selection chosen;
   bool nothing_to_do = false;
-  const evosdpa_status_t s = prepare(params, kernel, chosen, nothing_to_do);
+  const evosdpa_status_t s = prepare(params, kernel, p, chosen, nothing_to_do);
   if (s != EVOSDPA_SUCCESS || nothing_to_do) return s;
-  const cudaError_t err = run_kernel(chosen.kernel, chosen.variant, *params, static_cast<cudaStream_t>(stream));
+  const cudaError_t err = run_kernel(chosen.kernel, chosen.variant, p, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess)
     return report(EVOSDPA_ERROR_CUDA,
                   std::string(kernel_name(chosen.kernel)) + " launch failed: " + cudaGetErrorString(err));
@@ -144,9 +171,10 @@ evosdpa_status_t evosdpa_attention_forward(const evosdpa_params_t* params, const
 }
 
 evosdpa_status_t evosdpa_supports(const evosdpa_params_t* params, const char* kernel, const char** selected) {
+  evosdpa_params_t p;
   Selection chosen;
   bool nothing_to_do = false;
-  const evosdpa_status_t s = prepare(params, kernel, chosen, nothing_to_do);
+  const evosdpa_status_t s = prepare(params, kernel, p, chosen, nothing_to_do);
   if (selected != nullptr) *selected = (s == EVOSDPA_SUCCESS && !nothing_to_do) ? kernel_name(chosen.kernel) : nullptr;
   return s;
 }

@@ -7,7 +7,7 @@
 namespace evosdpa::detail {
 
 float effective_scale(const evosdpa_params_t& p) {
-  return p.softmax_scale != 0.f ? p.softmax_scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  return !std::isnan(p.softmax_scale) ? p.softmax_scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
 }
 
 KernelParams make_kernel_params(const evosdpa_params_t& p) {

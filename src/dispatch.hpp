@@ -9,7 +9,7 @@
 
 namespace evosdpa::detail {
 
-// The scale the kernels use: softmax_scale, or 1/sqrt(head_dim) when it is 0.
+// The scale the kernels use: softmax_scale, or 1/sqrt(head_dim) when it is NaN (the default).
 float effective_scale(const evosdpa_params_t& p);
 
 KernelParams make_kernel_params(const evosdpa_params_t& p);

@@ -8,14 +8,9 @@
 #include <string_view>
 
 #include "evosdpa/evosdpa.h"
+#include "validation.hpp"
 
 namespace evosdpa::detail {
-
-struct Check {
-  evosdpa_status_t status = EVOSDPA_SUCCESS;
-  std::string message;
-  bool ok() const { return status == EVOSDPA_SUCCESS; }
-};
 
 // Kernel families, fastest first: "auto" takes the first that supports the arguments.
 enum class KernelId : int { MmaSm80 = 0, Reference = 1 };
@@ -38,16 +33,6 @@ struct DeviceInfo {
   long long max_smem_per_block_optin = 0;  // bytes a block may use after opting in
   int sm_count = 1;
 };
-
-// Head dims every kernel supports; anything else is refused up front.
-bool head_dim_supported(int64_t head_dim);
-
-// Everything that can be checked from the arguments alone: enums, sizes, null and misaligned pointers,
-// strides, overflow. Says nothing about kernels or devices.
-Check validate_params(const evosdpa_params_t& p);
-
-// Whether a problem has no output rows at all (nothing to launch).
-bool has_no_queries(const evosdpa_params_t& p);
 
 // Whether one kernel can run these (already validated) arguments on this device; the message says why not.
 Check kernel_supports(KernelId id, const evosdpa_params_t& p, const DeviceInfo& dev);

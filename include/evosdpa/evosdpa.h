@@ -14,6 +14,7 @@
 #ifndef EVOSDPA_EVOSDPA_H
 #define EVOSDPA_EVOSDPA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -21,7 +22,7 @@ extern "C" {
 #endif
 
 #define EVOSDPA_VERSION_MAJOR 0
-#define EVOSDPA_VERSION_MINOR 1
+#define EVOSDPA_VERSION_MINOR 2
 #define EVOSDPA_VERSION_PATCH 0
 
 typedef enum evosdpa_status {
@@ -37,6 +38,13 @@ typedef enum evosdpa_dtype {
   EVOSDPA_DTYPE_FLOAT16 = 0,
   EVOSDPA_DTYPE_BFLOAT16 = 1
 } evosdpa_dtype_t;
+
+/* Bytes per element of a dtype; 0 for a value that is not an evosdpa_dtype_t. */
+size_t evosdpa_dtype_size(evosdpa_dtype_t dtype);
+
+/* Sequence lengths above this are refused (NOT_SUPPORTED): kernels index tokens with 32-bit integers
+ * and add tile sizes to them, which must not overflow. 2^30 tokens. */
+#define EVOSDPA_MAX_SEQLEN ((int64_t)1 << 30)
 
 /*
  * Causal masking. Query i may attend key j when:
@@ -62,12 +70,23 @@ typedef enum evosdpa_causal {
  * A query row with no key to attend (seqlen_k == 0, or every key masked by a bottom-right causal mask
  * when seqlen_q > seqlen_k) gets O = 0 and lse = -inf: the log of an empty sum.
  *
- * softmax_scale: 0 (the value set by evosdpa_params_init) means 1/sqrt(head_dim); any other finite
- * value is used as given.
+ * softmax_scale: NaN (the value set by evosdpa_params_init) means 1/sqrt(head_dim); any finite value,
+ * 0 and negative values included, is used as given; an infinite one is refused.
  *
- * A pointer may be NULL only when its tensor has no elements.
+ * A pointer may be NULL only when its tensor has no elements. The outputs (o over its whole span, lse)
+ * must not share a byte with the spans of q, k, v or with each other (INVALID_ARGUMENT otherwise): a
+ * kernel writes O while other blocks still read K and V. Inputs may overlap each other freely.
+ *
+ * How the struct grows (the ABI rule): fields are only ever appended, never removed, reordered or
+ * retyped, and every appended field means "off" or "default" when it is zero. struct_size says which
+ * fields the caller knows. The library accepts a smaller struct_size (an older caller: the fields it
+ * lacks take their zero defaults) down to the size of the first release that had struct_size, and a
+ * larger one (a newer caller) only if every byte beyond the fields it knows is zero (the caller uses
+ * no feature this library lacks); otherwise NOT_SUPPORTED names both sizes.
  */
 typedef struct evosdpa_params {
+  size_t struct_size; /* sizeof the struct the caller compiled against; set by evosdpa_params_init */
+
   const void* q;
   const void* k;
   const void* v;
@@ -90,10 +109,21 @@ typedef struct evosdpa_params {
 
   float softmax_scale;
   evosdpa_causal_t causal;
+  /* New fields go here, zero meaning off/default (see above). */
 } evosdpa_params_t;
 
-/* Zero pointers and sizes, fp16, no causal mask, default scale. */
-void evosdpa_params_init(evosdpa_params_t* params);
+/*
+ * Set struct_size, zero pointers and sizes, fp16, no causal mask, default scale (NaN), for a struct of
+ * `struct_size` bytes. FFI users that mirror the struct call this with their mirror's size; C and C++
+ * callers use evosdpa_params_init(). INVALID_ARGUMENT (and nothing written) for NULL or a size below
+ * the smallest struct this library accepts.
+ */
+evosdpa_status_t evosdpa_params_init_sized(evosdpa_params_t* params, size_t struct_size);
+
+/* evosdpa_params_init_sized with the size of the struct in the header the caller compiled against. */
+static inline void evosdpa_params_init(evosdpa_params_t* params) {
+  (void)evosdpa_params_init_sized(params, sizeof(evosdpa_params_t));
+}
 
 /* Set the strides of all four tensors for a contiguous BHSD ([B,H,L,D]) layout from the sizes. */
 void evosdpa_params_set_bhsd_strides(evosdpa_params_t* params);
@@ -127,6 +157,23 @@ const char* evosdpa_last_error_message(void);
 
 /* A fixed name for a status ("EVOSDPA_ERROR_INVALID_ARGUMENT", ...). */
 const char* evosdpa_status_string(evosdpa_status_t status);
+
+/* The library's version, "MAJOR.MINOR.PATCH"; may differ from the header's EVOSDPA_VERSION_* macros. */
+const char* evosdpa_version(void);
+
+/*
+ * The accuracy contract every kernel is tested to (tests, benchmark verification and Python tests
+ * all use these two functions; nothing else defines the rule).
+ *
+ * The output O may differ from float64 attention on the same (dtype-valued) inputs by at most
+ *   evosdpa_output_tolerance(dtype, baseline_error, max_abs_reference)
+ * where baseline_error is the largest error of the plain fused computation in that dtype (scores and
+ * softmax in float32, the unnormalised probabilities P rounded to dtype, P.V accumulated in float32,
+ * O rounded to dtype once) and max_abs_reference is max |O| of the float64 result. NaN or infinity in
+ * O always fails. The log-sum-exp may differ from float64 by evosdpa_lse_tolerance(max |lse|).
+ */
+double evosdpa_output_tolerance(evosdpa_dtype_t dtype, double baseline_error, double max_abs_reference);
+double evosdpa_lse_tolerance(double max_abs_lse);
 
 #ifdef __cplusplus
 } /* extern "C" */

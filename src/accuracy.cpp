@@ -1,0 +1,34 @@
+// The accuracy contract (evosdpa.h): one definition, used by the GPU tests, the benchmark's verification
+// and the Python tests. tests/cpu/test_accuracy_rule.cpp proves it rejects planted kernel bugs.
+#include <algorithm>
+#include <cmath>
+
+#include "evosdpa/evosdpa.h"
+
+namespace {
+
+// Unit roundoff of the output dtype: half the distance from 1 to the next value.
+double unit_roundoff(evosdpa_dtype_t dtype) { return dtype == EVOSDPA_DTYPE_BFLOAT16 ? 0x1p-9 : 0x1p-11; }
+
+}  // namespace
+
+extern "C" {
+
+double evosdpa_output_tolerance(evosdpa_dtype_t dtype, double baseline_error, double max_abs_reference) {
+  const double u = unit_roundoff(dtype);
+  const double magnitude = std::max(max_abs_reference, 0.0);
+  // A correct kernel differs from the plain fused computation only in summation order and exp2 rounding,
+  // so its error is of the baseline's size; twice that, plus one rounding at the output's magnitude,
+  // covers the spread of the maximum over many elements. The cap keeps the bound a few roundings of
+  // max|O| whatever the baseline does, so a baseline that is itself off cannot open the gate.
+  const double bound = 2.0 * baseline_error + u * magnitude;
+  const double cap = 8.0 * u * magnitude;
+  return std::min(bound, cap);
+}
+
+double evosdpa_lse_tolerance(double max_abs_lse) {
+  // fp32 arithmetic on exact products: a few float32 ulps of the magnitude, at least 1e-4 absolute.
+  return 1e-4 * std::max(1.0, max_abs_lse);
+}
+
+}  // extern "C"

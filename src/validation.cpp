@@ -1,0 +1,169 @@
+#include "validation.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+namespace evosdpa::detail {
+namespace {
+
+// Largest element offset of a tensor; nullopt if it does not fit in int64.
+std::optional<int64_t> max_offset(const TensorView& t) {
+  __int128 off = 0;
+  for (int d = 0; d < 4; ++d) off += static_cast<__int128>(t.sizes[d] - 1) * t.strides[d];
+  if (off > INT64_MAX) return std::nullopt;
+  return static_cast<int64_t>(off);
+}
+
+// True when two different indices of the tensor address the same element: with the dims of size > 1
+// sorted by stride, each stride must exceed the span of all smaller ones.
+bool self_overlapping(const TensorView& t) {
+  std::array<int, 4> order{0, 1, 2, 3};
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  __int128 span = 0;
+  for (int d : order) {
+    if (t.sizes[d] <= 1) continue;
+    if (t.strides[d] <= span) return true;
+    span += static_cast<__int128>(t.sizes[d] - 1) * t.strides[d];
+  }
+  return false;
+}
+
+std::string hex(uintptr_t x) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+}  // namespace
+
+const char* const kDimNames[4] = {"batch", "head", "seq", "head_dim"};
+
+std::array<TensorView, 4> tensors(const evosdpa_params_t& p) {
+  return {{
+      {"q", p.q, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.q_batch_stride, p.q_head_stride, p.q_seq_stride, 1}},
+      {"k", p.k, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim}, {p.k_batch_stride, p.k_head_stride, p.k_seq_stride, 1}},
+      {"v", p.v, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim}, {p.v_batch_stride, p.v_head_stride, p.v_seq_stride, 1}},
+      {"o", p.o, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.o_batch_stride, p.o_head_stride, p.o_seq_stride, 1}},
+  }};
+}
+
+ByteSpan byte_span(const TensorView& t, size_t elem_bytes) {
+  if (t.empty() || t.ptr == nullptr) return {};
+  const std::optional<int64_t> off = max_offset(t);
+  const auto base = reinterpret_cast<uintptr_t>(t.ptr);
+  if (!off) return {base, UINTPTR_MAX};
+  const unsigned __int128 last = base + static_cast<unsigned __int128>(*off + 1) * elem_bytes - 1;
+  return {base, last > UINTPTR_MAX ? UINTPTR_MAX : static_cast<uintptr_t>(last)};
+}
+
+Check normalize_params(const evosdpa_params_t* params, evosdpa_params_t& out) {
+  if (params == nullptr) return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "params is a null pointer");
+  const size_t size = params->struct_size;
+  if (size < kParamsMinSize)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
+                "params->struct_size is " + std::to_string(size) + ", below the smallest evosdpa_params_t (" +
+                    std::to_string(kParamsMinSize) + " bytes): initialise the struct with evosdpa_params_init()");
+  if (size > sizeof(evosdpa_params_t)) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(params);
+    for (size_t i = sizeof(evosdpa_params_t); i < size; ++i)
+      if (bytes[i] != 0)
+        return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
+                    "params come from a newer evosdpa header (" + std::to_string(size) +
+                        " bytes) and set field bytes this library (" + std::to_string(sizeof(evosdpa_params_t)) +
+                        " bytes, version " + evosdpa_version() + ") does not know (byte " + std::to_string(i) + ")");
+  }
+  evosdpa_params_init_sized(&out, sizeof(evosdpa_params_t));
+  std::memcpy(&out, params, std::min(size, sizeof(evosdpa_params_t)));
+  out.struct_size = sizeof(evosdpa_params_t);
+  return {};
+}
+
+bool head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
+bool has_no_queries(const evosdpa_params_t& p) { return p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0; }
+
+Check validate_params(const evosdpa_params_t& p) {
+  const size_t elem = evosdpa_dtype_size(p.dtype);
+  if (elem == 0)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
+                "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not an evosdpa_dtype_t value");
+  if (p.causal != EVOSDPA_CAUSAL_NONE && p.causal != EVOSDPA_CAUSAL_TOP_LEFT &&
+      p.causal != EVOSDPA_CAUSAL_BOTTOM_RIGHT)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
+                "causal " + std::to_string(static_cast<int>(p.causal)) + " is not an evosdpa_causal_t value");
+
+  const std::pair<const char*, int64_t> sizes[] = {{"batch", p.batch},       {"heads_q", p.heads_q},
+                                                   {"heads_kv", p.heads_kv}, {"seqlen_q", p.seqlen_q},
+                                                   {"seqlen_k", p.seqlen_k}, {"head_dim", p.head_dim}};
+  for (const auto& [name, value] : sizes) {
+    if (value < 0)
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(name) + " is negative (" + std::to_string(value) + ")");
+    if (value > INT32_MAX)
+      return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
+                  std::string(name) + " = " + std::to_string(value) + " exceeds 2^31-1");
+  }
+  for (const auto& [name, value] : {std::pair{"seqlen_q", p.seqlen_q}, std::pair{"seqlen_k", p.seqlen_k}})
+    if (value > EVOSDPA_MAX_SEQLEN)
+      return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(name) + " = " + std::to_string(value) +
+                                                   " exceeds EVOSDPA_MAX_SEQLEN (2^30)");
+  if (!head_dim_supported(p.head_dim))
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
+                "head_dim " + std::to_string(p.head_dim) + " is not supported (supported: 64, 128)");
+  if (p.heads_q > 0 && p.heads_kv == 0)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "heads_kv is 0 while heads_q is " + std::to_string(p.heads_q));
+  if (p.heads_kv > 0 && p.heads_q % p.heads_kv != 0)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "heads_q (" + std::to_string(p.heads_q) +
+                                                    ") is not a multiple of heads_kv (" +
+                                                    std::to_string(p.heads_kv) + ")");
+  if (std::isinf(p.softmax_scale))
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite (NaN asks for 1/sqrt(head_dim))");
+
+  const std::array<TensorView, 4> ts = tensors(p);
+  for (const TensorView& t : ts) {
+    for (int d = 0; d < 3; ++d)
+      if (t.strides[d] < 0)
+        return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " " + kDimNames[d] +
+                                                        " stride is negative (" + std::to_string(t.strides[d]) + ")");
+    if (t.empty()) continue;
+    if (t.ptr == nullptr) return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " is a null pointer");
+    if (reinterpret_cast<uintptr_t>(t.ptr) % elem != 0)
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " is not aligned to its " +
+                                                      std::to_string(elem) + "-byte element size");
+    if (!max_offset(t))
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " strides overflow a 64-bit offset");
+  }
+  const TensorView& o = ts[3];
+  if (!o.empty() && self_overlapping(o))
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
+                "o strides make distinct output elements overlap (batch " + std::to_string(o.strides[0]) +
+                    ", head " + std::to_string(o.strides[1]) + ", seq " + std::to_string(o.strides[2]) + ")");
+  if (p.lse != nullptr && reinterpret_cast<uintptr_t>(p.lse) % 4 != 0)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "lse is not 4-byte aligned");
+
+  // Outputs must not share bytes with the inputs or with each other (byte spans, so an output
+  // interleaved between input elements is refused too).
+  const ByteSpan out_spans[2] = {
+      byte_span(o, elem),
+      has_no_queries(p) || p.lse == nullptr
+          ? ByteSpan{}
+          : byte_span(TensorView{"lse", p.lse, {p.batch, p.heads_q, p.seqlen_q, 1}, {p.heads_q * p.seqlen_q, p.seqlen_q, 1, 1}}, 4)};
+  const char* const out_names[2] = {"o", "lse"};
+  for (int i = 0; i < 2; ++i) {
+    for (int t = 0; t < 3; ++t)
+      if (out_spans[i].intersects(byte_span(ts[t], elem)))
+        return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
+                    std::string(out_names[i]) + " (bytes " + hex(out_spans[i].first) + ".." + hex(out_spans[i].last) +
+                        ") overlaps input " + ts[t].name + " (from " + hex(reinterpret_cast<uintptr_t>(ts[t].ptr)) +
+                        "); outputs must not alias inputs");
+  }
+  if (out_spans[0].intersects(out_spans[1]))
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "o and lse overlap");
+  return {};
+}
+
+}  // namespace evosdpa::detail

@@ -1,0 +1,60 @@
+// Argument validation: everything that can be checked from the arguments alone (enums, sizes, null,
+// misaligned and aliasing pointers, strides, overflow), and the normalisation of a caller's params
+// struct of any ABI size. Says nothing about kernels or devices; needs no GPU.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "evosdpa/evosdpa.h"
+
+namespace evosdpa::detail {
+
+struct Check {
+  evosdpa_status_t status = EVOSDPA_SUCCESS;
+  std::string message;
+  bool ok() const { return status == EVOSDPA_SUCCESS; }
+};
+
+inline Check fail(evosdpa_status_t status, std::string message) { return Check{status, std::move(message)}; }
+
+// The size of the first evosdpa_params_t that carried struct_size (every field up to `causal`): the
+// smallest struct the library accepts.
+inline constexpr size_t kParamsMinSize = offsetof(evosdpa_params_t, causal) + sizeof(evosdpa_causal_t);
+
+// Copy the caller's struct of params->struct_size bytes into `out`, a struct of this library's size:
+// fields the caller lacks keep their defaults, bytes the library does not know must be zero (see the
+// ABI rule in evosdpa.h).
+Check normalize_params(const evosdpa_params_t* params, evosdpa_params_t& out);
+
+// Head dims every kernel supports; anything else is refused up front.
+bool head_dim_supported(int64_t head_dim);
+
+// Whether a problem has no output rows at all (nothing to launch).
+bool has_no_queries(const evosdpa_params_t& p);
+
+// Validate a normalised struct.
+Check validate_params(const evosdpa_params_t& p);
+
+// One tensor of the call as [batch, heads, seq, head_dim] with element strides (head_dim contiguous).
+struct TensorView {
+  const char* name;
+  const void* ptr;
+  int64_t sizes[4];
+  int64_t strides[4];
+  bool empty() const { return sizes[0] * sizes[1] * sizes[2] * sizes[3] == 0; }
+};
+// q, k, v, o in that order.
+std::array<TensorView, 4> tensors(const evosdpa_params_t& p);
+extern const char* const kDimNames[4];
+
+// Bytes [first, last] that a tensor's elements span (first > last when it is empty).
+struct ByteSpan {
+  uintptr_t first = 1, last = 0;
+  bool empty() const { return first > last; }
+  bool intersects(const ByteSpan& o) const { return !empty() && !o.empty() && first <= o.last && o.first <= last; }
+};
+ByteSpan byte_span(const TensorView& t, size_t elem_bytes);
+
+}  // namespace evosdpa::detail
