@@ -20,7 +20,7 @@
 #include "cudnn_peer.hpp"
 #endif
 #include "evosdpa/evosdpa.hpp"
-#include "host/cpu_reference.hpp"
+#include "host/accuracy_check.hpp"
 
 #ifndef EVOSDPA_GIT_COMMIT
 #define EVOSDPA_GIT_COMMIT "unknown"
@@ -110,7 +110,7 @@ std::vector<float> download(const uint16_t* d, int64_t n, evosdpa_dtype_t dtype)
 }
 
 // Check the kernel's output on set 0 against float64 on a sample of query rows (every row for small
-// problems), tolerance as in the tests: 2x the same-precision error plus a floor.
+// problems) under the library's accuracy contract, as the tests do (host/accuracy_check.hpp).
 void verify(ResultRow& row, const Buffers& b, const Launcher& launch) {
   const BenchShape& s = row.shape;
   evosdpa::host::Shape hs;
@@ -126,25 +126,24 @@ void verify(ResultRow& row, const Buffers& b, const Launcher& launch) {
     return;
   }
   CHECK_CUDA(cudaDeviceSynchronize());
-  evosdpa::host::Inputs in;
-  in.q = download(b.q, hs.q_elems(), s.dtype);
-  in.k = download(b.k, hs.kv_elems(), s.dtype);
-  in.v = download(b.v, hs.kv_elems(), s.dtype);
+  evosdpa::host::Expected e;
+  e.row_step = step;
+  e.in.q = download(b.q, hs.q_elems(), s.dtype);
+  e.in.k = download(b.k, hs.kv_elems(), s.dtype);
+  e.in.v = download(b.v, hs.kv_elems(), s.dtype);
   const auto out = download(b.o, hs.q_elems(), s.dtype);
-  const auto ref = evosdpa::host::attention_f64(hs, in, step);
-  const auto base = evosdpa::host::attention_same_precision(hs, in, s.dtype, step);
+  e.ref = evosdpa::host::attention_f64(hs, e.in, step);
+  const auto base = evosdpa::host::attention_fused_baseline(hs, e.in, s.dtype, step);
   auto sample = [&](const auto& x) { return evosdpa::host::sample_rows(x, hs, hs.head_dim, step); };
-  bool finite = true;
-  for (float x : out) finite = finite && std::isfinite(x);
-  row.max_err = evosdpa::host::max_abs_error(sample(out), sample(ref.o));
-  const double floor = s.dtype == EVOSDPA_DTYPE_FLOAT16 ? 1e-3 : 8e-3;
-  row.tol = 2 * evosdpa::host::max_abs_error(sample(base), sample(ref.o)) + floor;
-  const bool pass = finite && row.max_err <= row.tol;
+  e.baseline_error = evosdpa::host::max_abs_error(sample(base), sample(e.ref.o));
+  const evosdpa::host::Verdict v = evosdpa::host::check_attention(hs, s.dtype, e, out, nullptr);
+  row.max_err = v.error;
+  row.tol = v.tolerance;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%s err %.1e tol %.1e%s", pass ? "PASS" : "FAIL", row.max_err, row.tol,
+  std::snprintf(buf, sizeof buf, "%s err %.1e tol %.1e%s", v.pass ? "PASS" : "FAIL", row.max_err, row.tol,
                 step > 1 ? " (sampled)" : "");
   row.verify = buf;
-  if (!pass) row.ok = false;
+  if (!v.pass) row.ok = false;
 }
 
 void time_kernel(ResultRow& row, const std::vector<Buffers>& sets, const Options& o, const Launcher& launch_one) {

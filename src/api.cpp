@@ -51,6 +51,7 @@ Check current_device(DeviceInfo& dev) {
     return {EVOSDPA_ERROR_CUDA, std::string("cannot query device attributes: ") + cudaGetErrorString(e)};
   }
   dev.max_smem_per_block_optin = smem;
+  dev.is_real = true;
   return {};
 }
 
@@ -163,10 +164,10 @@ evosdpa_status_t evosdpa_attention_forward(const evosdpa_params_t* params, const
   bool nothing_to_do = false;
   const evosdpa_status_t s = prepare(params, kernel, p, chosen, nothing_to_do);
   if (s != EVOSDPA_SUCCESS || nothing_to_do) return s;
-  const cudaError_t err = run_kernel(chosen.kernel, chosen.variant, p, static_cast<cudaStream_t>(stream));
+  const cudaError_t err = run_kernel(chosen, p, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess)
     return report(EVOSDPA_ERROR_CUDA,
-                  std::string(kernel_name(chosen.kernel)) + " launch failed: " + cudaGetErrorString(err));
+                  std::string(chosen.family->name) + " launch failed: " + cudaGetErrorString(err));
   return EVOSDPA_SUCCESS;
 }
 
@@ -175,16 +176,13 @@ evosdpa_status_t evosdpa_supports(const evosdpa_params_t* params, const char* ke
   Selection chosen;
   bool nothing_to_do = false;
   const evosdpa_status_t s = prepare(params, kernel, p, chosen, nothing_to_do);
-  if (selected != nullptr) *selected = (s == EVOSDPA_SUCCESS && !nothing_to_do) ? kernel_name(chosen.kernel) : nullptr;
+  if (selected != nullptr) *selected = (s == EVOSDPA_SUCCESS && !nothing_to_do) ? chosen.family->name : nullptr;
   return s;
 }
 
-int evosdpa_kernel_count(void) { return kKernelCount; }
+int evosdpa_kernel_count(void) { return kernel_count(); }
 
-const char* evosdpa_kernel_name(int index) {
-  if (index < 0 || index >= kKernelCount) return nullptr;
-  return kernel_name(static_cast<KernelId>(index));
-}
+const char* evosdpa_kernel_name(int index) { return kernel_name(index); }
 
 const char* evosdpa_last_error_message(void) { return t_message.c_str(); }
 

@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "kernels/launchers.hpp"
-
 namespace evosdpa::detail {
 
 float effective_scale(const evosdpa_params_t& p) {
@@ -22,6 +20,7 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.kv_group = p.heads_kv > 0 ? static_cast<int>(p.heads_q / p.heads_kv) : 1;
   k.seqlen_q = static_cast<int>(p.seqlen_q);
   k.seqlen_k = static_cast<int>(p.seqlen_k);
+  k.head_dim = static_cast<int>(p.head_dim);
   k.q_batch_stride = p.q_batch_stride;
   k.q_head_stride = p.q_head_stride;
   k.q_seq_stride = p.q_seq_stride;
@@ -41,14 +40,8 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   return k;
 }
 
-cudaError_t run_kernel(KernelId id, int variant, const evosdpa_params_t& p, cudaStream_t stream) {
-  const KernelParams k = make_kernel_params(p);
-  const int head_dim = static_cast<int>(p.head_dim);
-  switch (id) {
-    case KernelId::MmaSm80: return launch_mma_sm80(k, p.dtype, variant, stream);
-    case KernelId::Reference: return launch_reference(k, p.dtype, head_dim, stream);
-  }
-  return cudaErrorInvalidValue;
+cudaError_t run_kernel(const Selection& chosen, const evosdpa_params_t& p, cudaStream_t stream) {
+  return chosen.family->launch(make_kernel_params(p), p.dtype, chosen.variant, stream);
 }
 
 }  // namespace evosdpa::detail

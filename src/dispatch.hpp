@@ -1,4 +1,5 @@
-// Runs a selected kernel: converts the public parameters to KernelParams and switches on the kernel id.
+// Runs the selected kernel family: converts the public parameters to KernelParams and calls the family's
+// launch.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,7 +15,7 @@ float effective_scale(const evosdpa_params_t& p);
 
 KernelParams make_kernel_params(const evosdpa_params_t& p);
 
-// `variant`: Selection::variant.
-cudaError_t run_kernel(KernelId id, int variant, const evosdpa_params_t& p, cudaStream_t stream);
+// `chosen`: a successful select_kernel() for `p`.
+cudaError_t run_kernel(const Selection& chosen, const evosdpa_params_t& p, cudaStream_t stream);
 
 }  // namespace evosdpa::detail

@@ -2,15 +2,17 @@
 
     import evosdpa
     out = evosdpa.attention(q, k, v, causal=True)                       # [B, H, L, D] CUDA tensors
-    out = evosdpa.scaled_dot_product_attention(q, k, v, is_causal=True)  # PyTorch's signature
+    out = evosdpa.scaled_dot_product_attention(q, k, v, is_causal=True)  # PyTorch's signature, (..., L, E)
 
 `import evosdpa` needs neither PyTorch nor a GPU; the tensor functions import PyTorch when first looked
 up, and register the `torch.ops.evosdpa.attention_fwd` custom op then.
 """
 from ._lib import EvosdpaError, kernel_names, library_path
+from ._lib import version as library_version
 
-__version__ = "0.1.0"
-__all__ = ["attention", "scaled_dot_product_attention", "kernel_names", "library_path", "EvosdpaError"]
+__version__ = "0.2.0"
+__all__ = ["attention", "scaled_dot_product_attention", "kernel_names", "library_path", "library_version",
+           "EvosdpaError"]
 
 _TORCH_API = ("attention", "scaled_dot_product_attention")
 

@@ -4,20 +4,29 @@ ctypes rather than a compiled extension: the package then builds and imports on 
 PyTorch (CI among them), one wheel serves every Python 3 version, and the C ABI that other languages use
 is the one Python tests. The per-call cost (a few microseconds) is off the GPU's critical path: the call
 only enqueues work, and CUDA-graph replay skips it entirely.
+
+The Params mirror follows the header's ABI rule: it starts with struct_size, is initialised by
+evosdpa_params_init_sized() with the mirror's own size, and the library then knows which fields this
+binding has. At import the mirror is checked against the library (see _check_mirror).
 """
 import ctypes
+import math
 import os
-from ctypes import c_char_p, c_float, c_int, c_int64, c_void_p
+from ctypes import c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_void_p
 
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NO_DEVICE, DEVICE, CUDA = range(6)
 DTYPE_FLOAT16, DTYPE_BFLOAT16 = 0, 1
 CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 
+# The evosdpa.h whose evosdpa_params_t the Params mirror below copies.
+HEADER_VERSION = "0.2.0"
+
 
 class Params(ctypes.Structure):
-    """Mirror of evosdpa_params_t."""
+    """Mirror of evosdpa_params_t (evosdpa.h HEADER_VERSION). Fields are only ever appended."""
 
     _fields_ = [
+        ("struct_size", c_size_t),
         ("q", c_void_p), ("k", c_void_p), ("v", c_void_p), ("o", c_void_p), ("lse", c_void_p),
         ("dtype", c_int),
         ("batch", c_int64), ("heads_q", c_int64), ("heads_kv", c_int64),
@@ -26,7 +35,7 @@ class Params(ctypes.Structure):
         ("k_batch_stride", c_int64), ("k_head_stride", c_int64), ("k_seq_stride", c_int64),
         ("v_batch_stride", c_int64), ("v_head_stride", c_int64), ("v_seq_stride", c_int64),
         ("o_batch_stride", c_int64), ("o_head_stride", c_int64), ("o_seq_stride", c_int64),
-        ("softmax_scale", c_float),
+        ("softmax_scale", c_float),  # NaN (the init default): 1/sqrt(head_dim)
         ("causal", c_int),
     ]
 
@@ -36,27 +45,75 @@ def library_path():
     return os.environ.get("EVOSDPA_LIBRARY") or os.path.join(os.path.dirname(__file__), "libevosdpa.so")
 
 
+_SIGNATURES = {
+    # name: (argtypes, restype)
+    "evosdpa_params_init_sized": ([ctypes.POINTER(Params), c_size_t], c_int),
+    "evosdpa_attention_forward": ([ctypes.POINTER(Params), c_char_p, c_void_p], c_int),
+    "evosdpa_supports": ([ctypes.POINTER(Params), c_char_p, ctypes.POINTER(c_char_p)], c_int),
+    "evosdpa_kernel_count": ([], c_int),
+    "evosdpa_kernel_name": ([c_int], c_char_p),
+    "evosdpa_last_error_message": ([], c_char_p),
+    "evosdpa_status_string": ([c_int], c_char_p),
+    "evosdpa_version": ([], c_char_p),
+    "evosdpa_dtype_size": ([c_int], c_size_t),
+    "evosdpa_output_tolerance": ([c_int, c_double, c_double], c_double),
+    "evosdpa_lse_tolerance": ([c_double], c_double),
+}
+
+
 def _load():
     path = library_path()
     if not os.path.exists(path):
         raise ImportError(f"evosdpa: shared library not found at {path}; install the package with "
                           "`pip install .` from the repository, or point EVOSDPA_LIBRARY at a built libevosdpa.so")
-    lib = ctypes.CDLL(path)  # RTLD_LOCAL: nothing of it leaks into other libraries' symbol lookup
-    lib.evosdpa_params_init.argtypes = [ctypes.POINTER(Params)]
-    lib.evosdpa_params_init.restype = None
-    lib.evosdpa_attention_forward.argtypes = [ctypes.POINTER(Params), c_char_p, c_void_p]
-    lib.evosdpa_attention_forward.restype = c_int
-    lib.evosdpa_supports.argtypes = [ctypes.POINTER(Params), c_char_p, ctypes.POINTER(c_char_p)]
-    lib.evosdpa_supports.restype = c_int
-    lib.evosdpa_kernel_count.argtypes = []
-    lib.evosdpa_kernel_count.restype = c_int
-    lib.evosdpa_kernel_name.argtypes = [c_int]
-    lib.evosdpa_kernel_name.restype = c_char_p
-    lib.evosdpa_last_error_message.argtypes = []
-    lib.evosdpa_last_error_message.restype = c_char_p
-    lib.evosdpa_status_string.argtypes = [c_int]
-    lib.evosdpa_status_string.restype = c_char_p
+    return _bind(ctypes.CDLL(path), path)  # RTLD_LOCAL: nothing of it leaks into other libraries' symbols
+
+
+def _bind(lib, path):
+    """Set the signatures and check the Params mirror; ImportError naming what does not match."""
+    missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
+    if missing:
+        version = "no evosdpa_version(): older than 0.2.0"
+        if hasattr(lib, "evosdpa_version"):
+            lib.evosdpa_version.argtypes, lib.evosdpa_version.restype = _SIGNATURES["evosdpa_version"]
+            version = f"version {lib.evosdpa_version().decode()}"
+        raise ImportError(f"evosdpa: the library at {path} ({version}) lacks {', '.join(missing)}: it predates "
+                          f"the C ABI of evosdpa.h {HEADER_VERSION} that this Python package was written for; "
+                          "rebuild and reinstall the package (`pip install .`) or point EVOSDPA_LIBRARY at a "
+                          "matching build")
+    for name, (argtypes, restype) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, restype
+    _check_mirror(lib, path)
     return lib
+
+
+def _check_mirror(lib, path):
+    """ImportError unless the library initialises a Params of this mirror's size as the header says.
+
+    A library older than the mirror's header has a larger minimum size and refuses it; one whose struct
+    differs in the fields both know leaves struct_size, dtype, the NaN scale or causal elsewhere.
+    """
+    size = ctypes.sizeof(Params)
+    p = Params()
+    for f, _ in Params._fields_:  # poison, so a field the library did not write is seen
+        if f == "softmax_scale":
+            p.softmax_scale = 1.0
+        elif f not in ("q", "k", "v", "o", "lse"):
+            setattr(p, f, -1)
+    code = lib.evosdpa_params_init_sized(ctypes.byref(p), size)
+    version = lib.evosdpa_version().decode()
+    what = (f"evosdpa: the Params mirror in {__file__} copies evosdpa_params_t of evosdpa.h {HEADER_VERSION} "
+            f"({size} bytes), but the library at {path} (version {version})")
+    if code != SUCCESS:
+        message = lib.evosdpa_last_error_message().decode()
+        raise ImportError(f"{what} refuses it: {message}; rebuild and reinstall the package (`pip install .`) "
+                          "so the library and the binding come from one source tree")
+    if (p.struct_size != size or p.dtype != DTYPE_FLOAT16 or p.causal != CAUSAL_NONE
+            or not math.isnan(p.softmax_scale) or p.batch != 0 or p.o_seq_stride != 0):
+        raise ImportError(f"{what} initialises it differently (struct_size {p.struct_size}, dtype {p.dtype}, "
+                          f"softmax_scale {p.softmax_scale}, causal {p.causal}): the struct layouts differ; "
+                          "rebuild and reinstall the package (`pip install .`) from one source tree")
 
 
 _lib = _load()
@@ -71,8 +128,11 @@ class EvosdpaError(RuntimeError):
 
 
 def new_params():
+    """A Params initialised by the library: struct_size = sizeof(Params), fp16, no mask, scale NaN."""
     p = Params()
-    _lib.evosdpa_params_init(ctypes.byref(p))
+    code = _lib.evosdpa_params_init_sized(ctypes.byref(p), ctypes.sizeof(Params))
+    if code != SUCCESS:  # checked at import; only a library swapped underneath us gets here
+        raise EvosdpaError(status_name(code), last_error())
     return p
 
 
@@ -82,6 +142,30 @@ def status_name(code):
 
 def last_error():
     return _lib.evosdpa_last_error_message().decode()
+
+
+def version():
+    """The library's version, "MAJOR.MINOR.PATCH" (evosdpa_version())."""
+    return _lib.evosdpa_version().decode()
+
+
+def dtype_size(dtype):
+    """Bytes per element of a DTYPE_* code; 0 for a value that is not one."""
+    return _lib.evosdpa_dtype_size(dtype)
+
+
+def output_tolerance(dtype, baseline_error, max_abs_reference):
+    """The accuracy contract (evosdpa_output_tolerance): how far O may be from float64 attention.
+
+    dtype: a DTYPE_* code; baseline_error: max |O_baseline - O_f64| of the plain fused computation in that
+    dtype; max_abs_reference: max |O_f64|.
+    """
+    return _lib.evosdpa_output_tolerance(dtype, float(baseline_error), float(max_abs_reference))
+
+
+def lse_tolerance(max_abs_lse):
+    """How far the log-sum-exp may be from float64 (evosdpa_lse_tolerance), given max |lse_f64|."""
+    return _lib.evosdpa_lse_tolerance(float(max_abs_lse))
 
 
 def forward(params, kernel, stream):

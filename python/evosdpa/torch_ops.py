@@ -3,7 +3,13 @@
 The op is registered with torch.library (real CUDA implementation + fake implementation), so it works
 under torch.compile(fullgraph=True) and inside CUDA-graph capture: outputs are allocated by PyTorch, the
 kernel is launched on PyTorch's current stream, and nothing synchronises the host.
+
+The op's `scale: float` is the C ABI's softmax_scale: NaN means the default 1/sqrt(head_dim), any finite
+value (0 and negative ones included) is used as given, and an infinite one is refused. The user-facing
+functions take scale=None for the default and pass NaN.
 """
+import math
+import numbers
 from typing import Optional, Tuple
 
 import torch
@@ -14,6 +20,33 @@ _LAYOUTS = ("bhsd", "bshd")
 _ALIGNMENTS = {"top_left": _lib.CAUSAL_TOP_LEFT, "bottom_right": _lib.CAUSAL_BOTTOM_RIGHT}
 _DTYPES = {torch.float16: _lib.DTYPE_FLOAT16, torch.bfloat16: _lib.DTYPE_BFLOAT16}
 _HEAD_DIMS = (64, 128)
+_FLOAT32_MAX = 3.4028234663852886e38
+DEFAULT_SCALE = math.nan  # the op's (and the C ABI's) "1/sqrt(head_dim)"
+
+
+def _user_scale(scale) -> float:
+    """scale=None or a finite number (0 allowed) -> the op's float: NaN for None. ValueError otherwise."""
+    if scale is None:
+        return DEFAULT_SCALE
+    if isinstance(scale, bool) or not isinstance(scale, (numbers.Real, torch.SymFloat, torch.SymInt)):
+        raise TypeError(f"evosdpa: scale must be a float or None, got {type(scale).__name__}")
+    scale = float(scale)
+    if scale != scale or abs(scale) > _FLOAT32_MAX:
+        raise ValueError(f"evosdpa: scale must be None or a finite float32 value (0 allowed), got {scale}")
+    return scale
+
+
+def _check_op_scale(scale: float) -> None:
+    """The op's scale: NaN (default) or finite; shared by the real and the fake implementation."""
+    if scale == scale and abs(scale) > _FLOAT32_MAX:
+        raise ValueError(f"evosdpa: scale must be finite (NaN for the default 1/sqrt(head_dim)), got {scale}")
+
+
+def _contiguous_last_dim(t):
+    """t, or a contiguous copy when its last dimension is strided (the kernels need stride(-1) == 1)."""
+    if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
+        return t.contiguous()
+    return t
 
 
 def _dims(t: torch.Tensor, layout: str):
@@ -80,8 +113,10 @@ def _outputs(q: torch.Tensor, layout: str, return_lse: bool):
 @torch.library.custom_op("evosdpa::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int, scale: float,
                   return_lse: bool, layout: str, kernel: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The op: (O, lse); lse is empty unless return_lse. scale 0.0 means 1/sqrt(head_dim)."""
+    """The op: (O, lse); lse is empty unless return_lse. scale: NaN means 1/sqrt(head_dim), any finite value
+    (0 included) is used as given, infinity is refused. q, k, v need a contiguous last dimension."""
     _check(q, k, v, layout)
+    _check_op_scale(scale)
     out, lse = _outputs(q, layout, return_lse)
     p = _lib.new_params()
     (b, hq, lq, d), (qb, qh, qs) = _dims(q, layout)
@@ -111,6 +146,7 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
 @attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel):
     _check(q, k, v, layout)
+    _check_op_scale(scale)
     (b, h, lq, _), _ = _dims(q, layout)
     out = q.new_empty(q.shape)
     lse = q.new_empty((b, h, lq) if return_lse else (0,), dtype=torch.float32)
@@ -123,31 +159,39 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     """Attention forward on CUDA tensors: softmax(scale * q k^T [+ causal mask]) v.
 
     q: [B, Hq, Lq, D], k and v: [B, Hkv, Lk, D] with layout="bhsd" ([B, L, H, D] with "bshd"); any
-    strides with a contiguous last dimension; float16 or bfloat16; D 64 or 128; Hq a multiple of Hkv.
+    strides (a tensor whose last dimension is strided, e.g. a transposed view, is copied with
+    .contiguous() first); float16 or bfloat16; D 64 or 128; Hq a multiple of Hkv.
     causal_alignment: "top_left" (PyTorch's is_causal: query i sees keys j <= i) or "bottom_right"
-    (FlashAttention's: j <= i + Lk - Lq). scale: default 1/sqrt(D). kernel: None/"auto", or a name from
-    evosdpa.kernel_names(). Returns O in q's layout, or (O, lse) with lse float32 [B, Hq, Lq] when
-    return_lse. A query that sees no key gets O = 0 and lse = -inf.
+    (FlashAttention's: j <= i + Lk - Lq). scale: None for 1/sqrt(D), else any finite value (0 gives
+    uniform weights over the visible keys). kernel: None/"auto", or a name from evosdpa.kernel_names().
+    Returns O in q's layout (contiguous), or (O, lse) with lse float32 [B, Hq, Lq] when return_lse. A
+    query that sees no key gets O = 0 and lse = -inf.
     """
     if causal_alignment not in _ALIGNMENTS:
         raise ValueError(f"evosdpa: causal_alignment must be 'top_left' or 'bottom_right', got {causal_alignment!r}")
-    if scale is not None and (scale == 0.0 or scale != scale or abs(scale) == float("inf")):
-        raise ValueError(f"evosdpa: scale must be finite and non-zero, got {scale}")
+    op_scale = _user_scale(scale)
     if kernel is not None and not isinstance(kernel, str):
         raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
+    q, k, v = _contiguous_last_dim(q), _contiguous_last_dim(k), _contiguous_last_dim(v)
     _check(q, k, v, layout)
     causal_code = _ALIGNMENTS[causal_alignment] if causal else _lib.CAUSAL_NONE
-    out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, float(scale or 0.0), bool(return_lse),
-                                               layout, kernel or "auto")
+    out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, op_scale, bool(return_lse), layout,
+                                               kernel or "auto")
     return (out, lse) if return_lse else out
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask=None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
                                  enable_gqa: bool = False) -> torch.Tensor:
-    """torch.nn.functional.scaled_dot_product_attention's signature and semantics (top-left causal mask),
-    for 3-D [H, L, E] and 4-D [B, H, L, E] inputs. Arguments not supported yet raise NotImplementedError
-    naming the argument."""
+    """torch.nn.functional.scaled_dot_product_attention's signature and semantics (top-left causal mask).
+
+    query (*batch, Hq, L, E), key and value (*batch, Hkv, S, E): any number of leading batch dimensions
+    (flattened into one for the kernel and restored on the output), 3-D (H, L, E) and 2-D (L, E) inputs
+    included, as PyTorch accepts. The leading dimensions of key and value must equal the query's (no
+    broadcasting); Hkv must equal Hq unless enable_gqa (then Hq is a multiple of Hkv, grouped by
+    dimension -3 as PyTorch does). scale: None for 1/sqrt(E), else any finite value, 0 included. A
+    strided last dimension is copied with .contiguous(). Arguments not supported yet raise
+    NotImplementedError naming the argument."""
     if attn_mask is not None:
         raise NotImplementedError("evosdpa.scaled_dot_product_attention: attn_mask is not supported yet")
     if dropout_p != 0.0:
@@ -155,17 +199,31 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"evosdpa: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if not (query.dim() == key.dim() == value.dim()) or query.dim() not in (3, 4):
-        raise NotImplementedError("evosdpa.scaled_dot_product_attention: only 3-D [H, L, E] and 4-D [B, H, L, E] "
-                                  f"inputs are supported yet, got {query.dim()}-D, {key.dim()}-D, {value.dim()}-D")
+    dims = (query.dim(), key.dim(), value.dim())
+    if min(dims) < 2:
+        raise ValueError("evosdpa: query, key and value must be at least 2-D (..., L, E), got "
+                         f"{dims[0]}-D, {dims[1]}-D and {dims[2]}-D")
     if value.shape[-1] != query.shape[-1]:
         raise NotImplementedError("evosdpa.scaled_dot_product_attention: a value head dim different from the "
                                   "query's is not supported yet")
-    if query.shape[-3] != key.shape[-3] and not enable_gqa:
-        raise ValueError(f"evosdpa: query has {query.shape[-3]} heads and key {key.shape[-3]}; "
-                         "pass enable_gqa=True for grouped-query attention")
-    squeeze = query.dim() == 3
-    if squeeze:
-        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out = attention(query, key, value, causal=is_causal, causal_alignment="top_left", scale=scale, layout="bhsd")
-    return out.squeeze(0) if squeeze else out
+    if enable_gqa and min(dims) < 3:
+        raise ValueError("evosdpa: enable_gqa needs a heads dimension (inputs of at least 3 dimensions, "
+                         f"(..., H, L, E)), got {dims[0]}-D, {dims[1]}-D and {dims[2]}-D")
+    if not (dims[0] == dims[1] == dims[2]) or not (query.shape[:-3] == key.shape[:-3] == value.shape[:-3]):
+        raise ValueError("evosdpa: query, key and value must have the same leading (batch) dimensions; "
+                         "broadcasting them is not supported: got shapes "
+                         f"{tuple(query.shape)}, {tuple(key.shape)} and {tuple(value.shape)}")
+    if query.dim() >= 3 and query.shape[-3] != key.shape[-3] and not enable_gqa:
+        raise ValueError(f"evosdpa: query has {query.shape[-3]} heads and key {key.shape[-3]}; heads are not "
+                         "broadcast: pass enable_gqa=True for grouped-query attention")
+    batch = tuple(query.shape[:-3])
+    b = math.prod(batch)
+
+    def as_bhsd(t):
+        if t.dim() == 2:
+            return t.reshape(1, 1, *t.shape)  # (L, E) -> (1, 1, L, E): a view
+        return t.reshape(b, *t.shape[-3:])  # a view where the batch dims allow it, a copy otherwise
+
+    out = attention(as_bhsd(query), as_bhsd(key), as_bhsd(value), causal=is_causal, causal_alignment="top_left",
+                    scale=scale, layout="bhsd")
+    return out.reshape(query.shape)

@@ -1,5 +1,6 @@
 """What works without PyTorch and without a GPU: import, the C ABI's names and errors."""
 import ctypes
+import math
 import os
 import subprocess
 import sys
@@ -13,14 +14,113 @@ from evosdpa import _lib
 def test_import_and_kernel_names():
     assert evosdpa.kernel_names() == ["mma_sm80", "reference"]
     assert os.path.exists(evosdpa.library_path())
-    assert evosdpa.__version__ == "0.1.0"
+    assert evosdpa.__version__ == "0.2.0"
 
 
 def test_params_struct_matches_the_c_abi():
-    # 5 pointers, the dtype enum (padded to 8), 6 sizes, 12 strides, the scale and the causal enum.
-    assert ctypes.sizeof(_lib.Params) == 5 * 8 + 8 + 6 * 8 + 12 * 8 + 4 + 4
+    # struct_size, 5 pointers, the dtype enum (padded to 8), 6 sizes, 12 strides, the scale and the causal enum.
+    assert _lib.Params._fields_[0] == ("struct_size", ctypes.c_size_t)
+    assert ctypes.sizeof(_lib.Params) == 8 + 5 * 8 + 8 + 6 * 8 + 12 * 8 + 4 + 4
     p = _lib.new_params()
-    assert p.q is None and p.dtype == _lib.DTYPE_FLOAT16 and p.causal == _lib.CAUSAL_NONE and p.softmax_scale == 0.0
+    assert p.struct_size == ctypes.sizeof(_lib.Params)
+    assert p.q is None and p.lse is None and p.batch == 0 and p.head_dim == 0 and p.o_seq_stride == 0
+    assert p.dtype == _lib.DTYPE_FLOAT16 and p.causal == _lib.CAUSAL_NONE
+    assert math.isnan(p.softmax_scale)  # NaN: 1/sqrt(head_dim)
+
+
+def test_version_and_dtype_sizes():
+    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.2.0"
+    assert _lib.dtype_size(_lib.DTYPE_FLOAT16) == 2 and _lib.dtype_size(_lib.DTYPE_BFLOAT16) == 2
+    assert _lib.dtype_size(7) == 0
+
+
+@pytest.mark.parametrize("dtype", [_lib.DTYPE_FLOAT16, _lib.DTYPE_BFLOAT16])
+def test_output_tolerance_is_positive_and_monotone(dtype):
+    tol = _lib.output_tolerance
+    assert tol(dtype, 0.0, 0.0) == 0.0  # all-zero output (no key anywhere): must be exact
+    for base in (0.0, 1e-4, 1e-3):
+        for mag in (0.5, 1.0, 4.0):
+            t = tol(dtype, base, mag)
+            assert t > 0 and math.isfinite(t)
+            assert tol(dtype, base * 2 + 1e-5, mag) >= t  # a worse baseline never tightens it
+            assert tol(dtype, base, mag * 2) >= t         # nor does a larger output
+    assert tol(dtype, 1e-3, 1.0) >= 1e-3  # at least the baseline's own error
+    assert tol(dtype, 1e9, 1.0) < 1.0     # capped at a few roundings of max |O|
+    assert tol(_lib.DTYPE_BFLOAT16, 1e-3, 1.0) >= tol(_lib.DTYPE_FLOAT16, 1e-3, 1.0)  # coarser dtype, looser
+
+
+def test_lse_tolerance_is_positive_and_monotone():
+    assert _lib.lse_tolerance(0.0) > 0
+    values = [_lib.lse_tolerance(m) for m in (0.0, 0.5, 1.0, 10.0, 1e3)]
+    assert values == sorted(values) and all(math.isfinite(v) for v in values)
+
+
+def test_new_fields_are_refused_when_the_library_lacks_them():
+    # A caller newer than the library (struct_size larger) is accepted only while its extra bytes are zero.
+    class Newer(ctypes.Structure):
+        _fields_ = [("base", _lib.Params), ("future_field", ctypes.c_int64)]
+
+    n = Newer()
+    assert _lib._lib.evosdpa_params_init_sized(ctypes.byref(n.base), ctypes.sizeof(Newer)) == _lib.SUCCESS
+    assert n.base.struct_size == ctypes.sizeof(Newer) and n.future_field == 0
+    n.base.batch, n.base.heads_q, n.base.heads_kv, n.base.seqlen_q, n.base.seqlen_k, n.base.head_dim = 1, 1, 1, 8, 8, 64
+    code, message = _lib.forward(n.base, "auto", 0)
+    assert code == _lib.INVALID_ARGUMENT and "q is a null pointer" in message  # got past the size check
+    n.future_field = 1
+    code, message = _lib.forward(n.base, "auto", 0)
+    assert code == _lib.NOT_SUPPORTED and "newer evosdpa header" in message
+    too_small = _lib.new_params()
+    assert _lib._lib.evosdpa_params_init_sized(ctypes.byref(too_small), 8) == _lib.INVALID_ARGUMENT
+    assert too_small.struct_size == ctypes.sizeof(_lib.Params)  # nothing written
+
+
+class _FakeLibrary:
+    """Stands in for a CDLL: every symbol of the current ABI, with init_sized and version overridable."""
+
+    def __init__(self, init_sized, version=b"9.9.9", drop=()):
+        def fn(result):
+            def call(*args):
+                return result
+            return call
+
+        for name in _lib._SIGNATURES:
+            if name not in drop:
+                setattr(self, name, fn(0))
+        self.evosdpa_version = fn(version)
+        self.evosdpa_last_error_message = fn(b"struct_size 208 is below the smallest evosdpa_params_t (216 bytes)")
+        if "evosdpa_params_init_sized" not in drop:
+            self.evosdpa_params_init_sized = init_sized
+
+
+def test_a_mismatched_library_is_an_import_error():
+    def refuses(params, size):
+        return _lib.INVALID_ARGUMENT
+
+    with pytest.raises(ImportError, match=r"version 9\.9\.9\) refuses it: struct_size 208 is below"):
+        _lib._bind(_FakeLibrary(refuses), "/old/libevosdpa.so")
+
+    def other_layout(params, size):  # writes nothing where the mirror expects struct_size and the scale
+        return _lib.SUCCESS
+
+    with pytest.raises(ImportError, match="initialises it differently.*struct layouts differ"):
+        _lib._bind(_FakeLibrary(other_layout), "/other/libevosdpa.so")
+
+    with pytest.raises(ImportError, match=r"\(version 9\.9\.9\) lacks evosdpa_params_init_sized.*predates the C ABI "
+                                          "of evosdpa.h 0.2.0"):
+        _lib._bind(_FakeLibrary(None, drop=("evosdpa_params_init_sized",)), "/v010/libevosdpa.so")
+
+
+def test_import_fails_cleanly_on_a_library_without_the_new_abi():
+    # A real shared object that is not evosdpa 0.2.0 (here: the C library): ImportError, not a crash.
+    try:
+        with open("/proc/self/maps") as maps:
+            libc = next(line.split()[-1] for line in maps if "/libc.so" in line or "/libc-" in line)
+    except (OSError, StopIteration):
+        pytest.skip("no libc path to stand in for an old library")
+    env = dict(os.environ, EVOSDPA_LIBRARY=libc)
+    run = subprocess.run([sys.executable, "-c", "import evosdpa"], capture_output=True, text=True, env=env)
+    assert run.returncode != 0 and "ImportError" in run.stderr, run.stderr
+    assert "(no evosdpa_version(): older than 0.2.0) lacks evosdpa_params_init_sized" in run.stderr, run.stderr
 
 
 def test_argument_errors_from_the_c_abi():

@@ -1,4 +1,11 @@
-"""Bad input raises TypeError/ValueError/NotImplementedError naming the problem; needs PyTorch, no GPU."""
+"""Bad input raises TypeError/ValueError/NotImplementedError naming the problem; needs PyTorch, no GPU.
+
+What must be accepted is checked too, off the GPU: under FakeTensorMode, tensors on "cuda" carry shape,
+dtype and strides without a device, and the op runs its fake implementation, so a call that passes every
+check returns a fake output of the right shape."""
+import contextlib
+import math
+
 import pytest
 
 from conftest import HAVE_TORCH, needs_torch
@@ -20,6 +27,15 @@ def qkv(shape=(2, 4, 16, 64), dtype=None):
     return meta(*shape, dtype=dtype), meta(*shape, dtype=dtype), meta(*shape, dtype=dtype)
 
 
+@contextlib.contextmanager
+def fake_cuda():
+    """Yield a maker of fake CUDA tensors (no GPU needed)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        yield lambda *shape, dtype=torch.float16: torch.empty(*shape, dtype=dtype, device="cuda")
+
+
 @pytest.mark.parametrize("make, exc, text", [
     (lambda: (torch.zeros(1, 1, 8, 64, dtype=torch.float16),) * 3, ValueError, "needs CUDA tensors"),
     (lambda: ("q", meta(1, 1, 8, 64), meta(1, 1, 8, 64)), TypeError, "q must be a torch.Tensor"),
@@ -32,7 +48,6 @@ def qkv(shape=(2, 4, 16, 64), dtype=None):
     (lambda: (meta(2, 4, 16, 64), meta(2, 3, 16, 64), meta(2, 3, 16, 64)), ValueError, "multiple of k/v heads"),
     (lambda: (meta(2, 4, 16, 64), meta(2, 4, 16, 128), meta(2, 4, 16, 128)), ValueError, "head_dim differs"),
     (lambda: (meta(2, 4, 16, 64), meta(2, 4, 16, 64), meta(2, 4, 17, 64)), ValueError, "sequence lengths differ"),
-    (lambda: (meta(2, 4, 64, 16).transpose(-1, -2),) * 3, ValueError, "contiguous last dimension"),
 ])
 def test_bad_tensors(make, exc, text):
     q, k, v = make()
@@ -54,8 +69,13 @@ def test_bad_options():
         evosdpa.attention(q, k, v, layout="sbhd")
     with pytest.raises(ValueError, match="causal_alignment"):
         evosdpa.attention(q, k, v, causal=True, causal_alignment="middle")
-    with pytest.raises(ValueError, match="scale"):
-        evosdpa.attention(q, k, v, scale=float("nan"))
+    for bad in (float("nan"), float("inf"), -float("inf"), 1e39):
+        with pytest.raises(ValueError, match="scale must be None or a finite"):
+            evosdpa.attention(q, k, v, scale=bad)
+        with pytest.raises(ValueError, match="scale must be None or a finite"):
+            evosdpa.scaled_dot_product_attention(q, k, v, scale=bad)
+    with pytest.raises(TypeError, match="scale must be a float"):
+        evosdpa.attention(q, k, v, scale="0.1")
     with pytest.raises(TypeError, match="kernel"):
         evosdpa.attention(q, k, v, kernel=3)
 
@@ -66,9 +86,74 @@ def test_sdpa_unsupported_arguments_are_named():
         evosdpa.scaled_dot_product_attention(q, k, v, attn_mask=meta(16, 16))
     with pytest.raises(NotImplementedError, match="dropout_p"):
         evosdpa.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
-    with pytest.raises(NotImplementedError, match="4-D"):
-        evosdpa.scaled_dot_product_attention(meta(1, 2, 3, 16, 64), meta(1, 2, 3, 16, 64), meta(1, 2, 3, 16, 64))
     with pytest.raises(NotImplementedError, match="value head dim"):
         evosdpa.scaled_dot_product_attention(q, k, meta(2, 4, 16, 128))
     with pytest.raises(ValueError, match="enable_gqa"):
         evosdpa.scaled_dot_product_attention(q, meta(2, 2, 16, 64), meta(2, 2, 16, 64))
+
+
+def test_sdpa_shape_errors():
+    with pytest.raises(ValueError, match="at least 2-D"):
+        evosdpa.scaled_dot_product_attention(meta(64), meta(64), meta(64))
+    with pytest.raises(ValueError, match="enable_gqa needs a heads dimension"):
+        evosdpa.scaled_dot_product_attention(meta(16, 64), meta(16, 64), meta(16, 64), enable_gqa=True)
+    # Leading (batch) dimensions must match exactly: PyTorch would broadcast these, evosdpa says it does not.
+    for q, k in [(meta(2, 3, 4, 16, 64), meta(1, 3, 4, 16, 64)), (meta(2, 4, 16, 64), meta(4, 16, 64)),
+                 (meta(2, 3, 4, 16, 64), meta(3, 2, 4, 16, 64))]:
+        with pytest.raises(ValueError, match="same leading .batch. dimensions; broadcasting them is not supported"):
+            evosdpa.scaled_dot_product_attention(q, k, k)
+
+
+def test_scale_zero_passes_validation():
+    # On meta tensors every check before the device check has passed once "needs CUDA tensors" is raised.
+    q, k, v = qkv()
+    for f in (lambda: evosdpa.attention(q, k, v, scale=0.0),
+              lambda: evosdpa.scaled_dot_product_attention(q, k, v, scale=0.0),
+              lambda: evosdpa.attention(q, k, v, scale=-0.0)):
+        with pytest.raises(ValueError, match="needs CUDA tensors"):
+            f()
+    with fake_cuda() as cuda:
+        q, k, v = cuda(2, 4, 16, 64), cuda(2, 4, 16, 64), cuda(2, 4, 16, 64)
+        assert evosdpa.attention(q, k, v, scale=0.0).shape == (2, 4, 16, 64)
+        assert evosdpa.scaled_dot_product_attention(q, k, v, scale=0.0, is_causal=True).shape == (2, 4, 16, 64)
+
+
+@pytest.mark.parametrize("q_shape, kv_shape, gqa", [
+    ((2, 3, 4, 16, 64), (2, 3, 4, 24, 64), False),     # 5-D
+    ((2, 3, 4, 16, 64), (2, 3, 2, 24, 64), True),      # 5-D, grouped heads along dim -3
+    ((2, 1, 2, 3, 8, 16, 128), (2, 1, 2, 3, 8, 5, 128), False),  # 7-D
+    ((0, 3, 4, 16, 64), (0, 3, 4, 16, 64), False),     # an empty batch dimension
+    ((4, 16, 64), (4, 24, 64), False),                 # 3-D (H, L, E)
+    ((8, 4, 16, 64), (8, 1, 24, 64), True),           # multi-query
+    ((16, 64), (24, 64), False),                       # 2-D (L, E), as PyTorch accepts
+])
+def test_sdpa_accepts_any_batch_dimensions(q_shape, kv_shape, gqa):
+    with fake_cuda() as cuda:
+        q, k, v = cuda(*q_shape), cuda(*kv_shape), cuda(*kv_shape)
+        out = evosdpa.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        assert out.shape == q.shape and out.dtype == q.dtype and out.device.type == "cuda"
+
+
+def test_strided_last_dimension_is_copied():
+    with fake_cuda() as cuda:
+        q = cuda(2, 4, 64, 16).transpose(-1, -2)  # [2, 4, 16, 64] with stride(-1) == 16
+        k = cuda(2, 64, 16, 4).permute(0, 3, 2, 1)  # [2, 4, 16, 64], heads innermost
+        assert q.stride(-1) != 1 and k.stride(-1) != 1
+        assert evosdpa.attention(q, k, k).shape == (2, 4, 16, 64)
+        assert evosdpa.scaled_dot_product_attention(q, k, q).shape == (2, 4, 16, 64)
+        assert evosdpa.attention(q.transpose(1, 2), k.transpose(1, 2), k.transpose(1, 2), layout="bshd").shape \
+            == (2, 16, 4, 64)
+        # The op itself requires stride 1 (the functions above make the copy).
+        with pytest.raises(ValueError, match="contiguous last dimension"):
+            torch.ops.evosdpa.attention_fwd(q, k, k, 0, math.nan, False, "bhsd", "auto")
+
+
+def test_op_scale_nan_is_the_default_and_inf_is_refused():
+    with fake_cuda() as cuda:
+        q = cuda(1, 2, 16, 64)
+        out, lse = torch.ops.evosdpa.attention_fwd(q, q, q, 0, math.nan, True, "bhsd", "auto")
+        assert out.shape == (1, 2, 16, 64) and lse.shape == (1, 2, 16) and lse.dtype == torch.float32
+        torch.ops.evosdpa.attention_fwd(q, q, q, 0, 0.0, False, "bhsd", "auto")
+        for bad in (math.inf, -math.inf):
+            with pytest.raises(ValueError, match="scale must be finite"):
+                torch.ops.evosdpa.attention_fwd(q, q, q, 0, bad, False, "bhsd", "auto")

@@ -69,42 +69,41 @@ Reference attention_f64(const Shape& s, const Inputs& in, int64_t row_step) {
   return r;
 }
 
-std::vector<float> attention_same_precision(const Shape& s, const Inputs& in, evosdpa_dtype_t dtype,
+std::vector<float> attention_fused_baseline(const Shape& s, const Inputs& in, evosdpa_dtype_t dtype,
                                             int64_t row_step) {
   std::vector<float> out(static_cast<size_t>(s.q_elems()), 0.f);
-  const float scale = round_to(dtype, static_cast<float>(s.effective_scale()));
+  const float scale = static_cast<float>(s.effective_scale());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for_each_head(s, [&](int64_t b, int64_t h) {
     std::vector<float> p(static_cast<size_t>(s.seqlen_k));
     std::vector<float> acc(static_cast<size_t>(s.head_dim));
-      for (int64_t i = 0; i < s.seqlen_q; i += row_step) {
-        const float* q = &in.q[q_index(s, b, h, i)];
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < s.seqlen_k; ++j) {
-          float sc = -std::numeric_limits<float>::infinity();
-          if (s.visible(i, j)) {
-            const float* k = &in.k[kv_index(s, b, h, j)];
-            float dot = 0.f;
-            for (int64_t d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
-            sc = round_to(dtype, round_to(dtype, dot) * scale);
-          }
-          p[static_cast<size_t>(j)] = sc;
-          mx = std::max(mx, sc);
+    for (int64_t i = 0; i < s.seqlen_q; i += row_step) {
+      const float* q = &in.q[q_index(s, b, h, i)];
+      float mx = kNegInf;
+      for (int64_t j = 0; j < s.seqlen_k; ++j) {
+        float sc = kNegInf;
+        if (s.visible(i, j)) {
+          const float* k = &in.k[kv_index(s, b, h, j)];
+          float dot = 0.f;
+          for (int64_t d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
+          sc = dot * scale;
         }
-        if (mx == -std::numeric_limits<float>::infinity()) continue;
-        float sum = 0.f;
-        for (float& x : p) {
-          x = std::exp(x - mx);
-          sum += x;
-        }
-        std::fill(acc.begin(), acc.end(), 0.f);
-        for (int64_t j = 0; j < s.seqlen_k; ++j) {
-          const float w = round_to(dtype, p[static_cast<size_t>(j)] / sum);
-          const float* v = &in.v[kv_index(s, b, h, j)];
-          for (int64_t d = 0; d < s.head_dim; ++d) acc[static_cast<size_t>(d)] += w * v[d];
-        }
-        float* o = &out[q_index(s, b, h, i)];
-        for (int64_t d = 0; d < s.head_dim; ++d) o[d] = round_to(dtype, acc[static_cast<size_t>(d)]);
+        p[static_cast<size_t>(j)] = sc;
+        mx = std::max(mx, sc);
       }
+      if (mx == kNegInf) continue;
+      float l = 0.f;
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int64_t j = 0; j < s.seqlen_k; ++j) {
+        const float e = std::exp(p[static_cast<size_t>(j)] - mx);
+        l += e;
+        const float w = round_to(dtype, e);
+        const float* v = &in.v[kv_index(s, b, h, j)];
+        for (int64_t d = 0; d < s.head_dim; ++d) acc[static_cast<size_t>(d)] += w * v[d];
+      }
+      float* o = &out[q_index(s, b, h, i)];
+      for (int64_t d = 0; d < s.head_dim; ++d) o[d] = round_to(dtype, acc[static_cast<size_t>(d)] / l);
+    }
   });
   return out;
 }

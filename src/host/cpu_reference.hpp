@@ -1,5 +1,5 @@
-// CPU attention used to check the GPU kernels: an exact float64 reference, and a plain same-precision
-// implementation whose error sets the tolerance (a kernel may be at most twice as far from float64).
+// CPU attention used to check the GPU kernels: an exact float64 reference, and the plain fused
+// computation in the dtype whose error sets the tolerance (see host/accuracy_check.hpp).
 #pragma once
 
 #include <vector>
@@ -18,10 +18,12 @@ struct Reference {
 // large shapes can be checked on a sample; the work is spread over the machine's cores.
 Reference attention_f64(const Shape& s, const Inputs& in, int64_t row_step = 1);
 
-// What a straightforward fp16/bf16 implementation computes: S = Q K^T (fp32 accumulation) rounded to
-// dtype, scaled and rounded again, softmax in fp32 rounded to dtype, then P V accumulated in fp32 and
-// rounded to dtype.
-std::vector<float> attention_same_precision(const Shape& s, const Inputs& in, evosdpa_dtype_t dtype,
+// The plain fused computation in the dtype, with the rounding points a correct fused kernel has: scores
+// S = Q K^T accumulated and scaled in fp32, the row max m and the unnormalised probabilities
+// P = exp(S - m) in fp32, their sum l in fp32, P rounded to dtype for P V (accumulated in fp32), and O
+// = (P V) / l rounded to dtype once. Its distance from float64 is the "baseline error" of the accuracy
+// contract (evosdpa_output_tolerance). Rows as in attention_f64; other rows stay 0.
+std::vector<float> attention_fused_baseline(const Shape& s, const Inputs& in, evosdpa_dtype_t dtype,
                                             int64_t row_step = 1);
 
 // Keep the rows i % row_step == 0 of a BHSD tensor with `width` values per row (D for O, 1 for lse).

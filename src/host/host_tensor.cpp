@@ -33,7 +33,9 @@ float decode(evosdpa_dtype_t dtype, uint16_t bits) {
 
 const char* dtype_name(evosdpa_dtype_t dtype) { return dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : "fp16"; }
 
-double Shape::effective_scale() const { return scale != 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim)); }
+double Shape::effective_scale() const {
+  return static_cast<float>(std::isnan(scale) ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : scale);
+}
 
 bool Shape::visible(int64_t i, int64_t j) const {
   switch (causal) {

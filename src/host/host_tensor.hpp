@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -19,7 +20,8 @@ const char* dtype_name(evosdpa_dtype_t dtype);
 struct Shape {
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 64;
   evosdpa_causal_t causal = EVOSDPA_CAUSAL_NONE;
-  double scale = 0.0;  // 0: 1/sqrt(head_dim)
+  double scale = std::numeric_limits<double>::quiet_NaN();  // NaN: 1/sqrt(head_dim), as in the C ABI
+  // The scale the library applies: the float the C ABI receives (softmax_scale is a float), as a double.
   double effective_scale() const;
   int64_t q_elems() const { return batch * heads_q * seqlen_q * head_dim; }
   int64_t kv_elems() const { return batch * heads_kv * seqlen_k * head_dim; }

@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "kernels/mma/mma_config.hpp"
@@ -65,15 +67,38 @@ std::vector<KernelResources> parse_ptxas_log(std::istream& in) {
   return out;
 }
 
-std::vector<KernelResources> load_ptxas_logs(const std::string& dir) {
+std::vector<KernelResources> load_ptxas_logs(const std::string& dir, const std::vector<std::string>* objects) {
+  namespace fs = std::filesystem;
   std::vector<KernelResources> all;
-  if (!std::filesystem::is_directory(dir)) return all;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+  if (!fs::is_directory(dir)) return all;
+  const auto canonical = [](const std::string& path) {
+    std::error_code ec;
+    const fs::path p = fs::weakly_canonical(path, ec);
+    return ec ? fs::path(path).lexically_normal().string() : p.string();
+  };
+  std::set<std::string> current;
+  if (objects != nullptr)
+    for (const auto& o : *objects) current.insert(canonical(o));
+  static const std::string kHeader = "# evosdpa-ptxas-log object=";
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (name.size() < 10 || name.substr(name.size() - 10) != ".ptxas.log") continue;
     std::ifstream f(e.path());
+    std::string first;
+    std::getline(f, first);
+    // The object this log belongs to; a log without one predates object-named logs and may duplicate one.
+    const std::string object = first.rfind(kHeader, 0) == 0 ? first.substr(kHeader.size()) : std::string();
+    if (object.empty() || !fs::exists(object) || (objects != nullptr && current.count(canonical(object)) == 0)) {
+      stale.push_back(e.path());
+      continue;
+    }
     auto ks = parse_ptxas_log(f);
     all.insert(all.end(), ks.begin(), ks.end());
+  }
+  for (const auto& p : stale) {
+    std::error_code ec;
+    fs::remove(p, ec);  // best effort: the log is ignored either way
   }
   std::sort(all.begin(), all.end(), [](const KernelResources& a, const KernelResources& b) {
     return a.function != b.function ? a.function < b.function : a.arch < b.arch;
@@ -87,16 +112,79 @@ std::string demangle(const std::string& mangled) {
   return status == 0 && s ? std::string(s.get()) : mangled;
 }
 
-const ArchLimits* arch_limits(const std::string& arch) {
-  // CUDA C Programming Guide, "Technical Specifications per Compute Capability".
+namespace {
+
+// CUDA Programming Guide, "Technical Specifications per Compute Capability", and the toolkit's
+// cuda_occupancy.h (CUDA 13.0: cudaOccMaxBlocksPerMultiprocessor, the shared-memory carveouts):
+// per-block opt-in shared memory (static + dynamic; the SM's maximum less the 1 KiB the system reserves
+// per block), shared memory per SM, resident threads per SM, resident blocks per SM, registers per SM.
+// sm_101 (CUDA 12.8/12.9) is the arch CUDA 13 renamed sm_110 (Jetson Thor).
+const std::map<std::string, ArchLimits>& arch_table() {
   static const std::map<std::string, ArchLimits> table = {
-      {"sm_80", {163 * 1024, 164 * 1024, 2048, 32, 65536}},
-      {"sm_86", {99 * 1024, 100 * 1024, 1536, 16, 65536}},
-      {"sm_89", {99 * 1024, 100 * 1024, 1536, 24, 65536}},
-      {"sm_90", {227 * 1024, 228 * 1024, 2048, 32, 65536}},
+      {"sm_80", {163 * 1024, 164 * 1024, 2048, 32, 65536}},   // A100
+      {"sm_86", {99 * 1024, 100 * 1024, 1536, 16, 65536}},    // RTX 30xx, A10, A40
+      {"sm_87", {163 * 1024, 164 * 1024, 1536, 16, 65536}},   // Jetson Orin
+      {"sm_89", {99 * 1024, 100 * 1024, 1536, 24, 65536}},    // RTX 40xx, L4, L40
+      {"sm_90", {227 * 1024, 228 * 1024, 2048, 32, 65536}},   // H100, H200
+      {"sm_100", {227 * 1024, 228 * 1024, 2048, 32, 65536}},  // B200, GB200
+      {"sm_101", {227 * 1024, 228 * 1024, 1536, 24, 65536}},  // Jetson Thor (CUDA 12.8/12.9 name)
+      {"sm_103", {227 * 1024, 228 * 1024, 2048, 32, 65536}},  // B300, GB300
+      {"sm_110", {227 * 1024, 228 * 1024, 1536, 24, 65536}},  // Jetson Thor (CUDA 13 name)
+      {"sm_120", {99 * 1024, 100 * 1024, 1536, 24, 65536}},   // RTX 50xx, RTX PRO Blackwell
+      {"sm_121", {99 * 1024, 100 * 1024, 1536, 24, 65536}},   // DGX Spark (GB10)
   };
-  const auto it = table.find(arch);
+  return table;
+}
+
+}  // namespace
+
+std::string base_arch(const std::string& arch) {
+  if (arch.size() > 3 && (arch.back() == 'a' || arch.back() == 'f') &&
+      std::isdigit(static_cast<unsigned char>(arch[arch.size() - 2])))
+    return arch.substr(0, arch.size() - 1);
+  return arch;
+}
+
+const ArchLimits* arch_limits(const std::string& arch) {
+  const auto& table = arch_table();
+  const auto it = table.find(base_arch(arch));
   return it == table.end() ? nullptr : &it->second;
+}
+
+const ArchLimits& conservative_arch_limits() {
+  static const ArchLimits lim = [] {
+    ArchLimits m = arch_table().begin()->second;
+    for (const auto& [name, l] : arch_table()) {
+      m.smem_per_block_optin = std::min(m.smem_per_block_optin, l.smem_per_block_optin);
+      m.smem_per_sm = std::min(m.smem_per_sm, l.smem_per_sm);
+      m.max_threads_per_sm = std::min(m.max_threads_per_sm, l.max_threads_per_sm);
+      m.max_blocks_per_sm = std::min(m.max_blocks_per_sm, l.max_blocks_per_sm);
+      m.regs_per_sm = std::min(m.regs_per_sm, l.regs_per_sm);
+    }
+    return m;
+  }();
+  return lim;
+}
+
+const ArchLimits& arch_limits_or_conservative(const std::string& arch) {
+  const ArchLimits* lim = arch_limits(arch);
+  return lim != nullptr ? *lim : conservative_arch_limits();
+}
+
+std::vector<std::string> report_warnings(const std::vector<KernelResources>& kernels) {
+  std::set<std::string> unknown;
+  for (const auto& k : kernels)
+    if (arch_limits(k.arch) == nullptr) unknown.insert(k.arch);
+  std::vector<std::string> w;
+  const ArchLimits& c = conservative_arch_limits();
+  for (const auto& arch : unknown)
+    w.push_back("warning: no limits known for " + arch + "; using the most conservative known limits (" +
+                std::to_string(c.smem_per_block_optin) + " bytes shared memory per block, " +
+                std::to_string(c.smem_per_sm) + " per SM, " + std::to_string(c.max_threads_per_sm) +
+                " threads and " + std::to_string(c.max_blocks_per_sm) + " blocks per SM, " +
+                std::to_string(c.regs_per_sm) + " registers per SM); add it to arch_table() in "
+                "src/host/ptxas_report.cpp");
+  return w;
 }
 
 int occupancy_blocks(const KernelResources& k, const ArchLimits& lim) {
@@ -121,12 +209,11 @@ std::vector<std::string> gate_violations(const std::vector<KernelResources>& ker
       v.push_back(who + std::to_string(k.spill_store_bytes) + " bytes spill stores, " +
                   std::to_string(k.spill_load_bytes) + " bytes spill loads");
     if (k.stack_bytes != 0) v.push_back(who + std::to_string(k.stack_bytes) + " bytes stack frame");
-    const ArchLimits* lim = arch_limits(k.arch);
-    if (lim == nullptr) {
-      v.push_back(who + "no limits known for this arch");
-    } else if (k.static_smem_bytes + k.dynamic_smem_bytes > lim->smem_per_block_optin) {
+    const ArchLimits& lim = arch_limits_or_conservative(k.arch);
+    if (k.static_smem_bytes + k.dynamic_smem_bytes > lim.smem_per_block_optin) {
       v.push_back(who + std::to_string(k.static_smem_bytes + k.dynamic_smem_bytes) +
-                  " bytes of shared memory per block exceed the limit of " + std::to_string(lim->smem_per_block_optin));
+                  " bytes of shared memory per block exceed the limit of " + std::to_string(lim.smem_per_block_optin) +
+                  (arch_limits(k.arch) == nullptr ? " (conservative limit: arch not in the table)" : ""));
     }
   }
   return v;
@@ -135,19 +222,22 @@ std::vector<std::string> gate_violations(const std::vector<KernelResources>& ker
 std::string report_table(const std::vector<KernelResources>& kernels) {
   std::ostringstream s;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-58s %-6s %4s %7s %6s %6s %6s %7s %7s %5s\n", "kernel", "arch", "regs", "threads",
+  std::snprintf(buf, sizeof buf, "%-58s %-8s %4s %7s %6s %6s %6s %7s %7s %5s\n", "kernel", "arch", "regs", "threads",
                 "stack", "spillS", "spillL", "smem_st", "smem_dy", "occ");
   s << buf;
   for (const auto& k : kernels) {
-    const ArchLimits* lim = arch_limits(k.arch);
     std::string name = demangle(k.function);
     name = std::regex_replace(name, std::regex(R"(\(evosdpa::detail::KernelParams\)|evosdpa::detail::|void )"), "");
-    std::snprintf(buf, sizeof buf, "%-58s %-6s %4d %7d %6ld %6ld %6ld %7ld %7ld %5d\n", name.substr(0, 58).c_str(),
-                  k.arch.c_str(), k.registers, k.threads_per_block, k.stack_bytes, k.spill_store_bytes,
-                  k.spill_load_bytes, k.static_smem_bytes, k.dynamic_smem_bytes, lim ? occupancy_blocks(k, *lim) : 0);
+    // '*': an arch not in the table, reported against the conservative limits (see the warnings below).
+    const std::string arch = k.arch + (arch_limits(k.arch) == nullptr ? "*" : "");
+    std::snprintf(buf, sizeof buf, "%-58s %-8s %4d %7d %6ld %6ld %6ld %7ld %7ld %5d\n", name.substr(0, 58).c_str(),
+                  arch.c_str(), k.registers, k.threads_per_block, k.stack_bytes, k.spill_store_bytes,
+                  k.spill_load_bytes, k.static_smem_bytes, k.dynamic_smem_bytes,
+                  occupancy_blocks(k, arch_limits_or_conservative(k.arch)));
     s << buf;
   }
   s << "occ: resident blocks per SM (theoretical), from registers, shared memory, threads and the block limit\n";
+  for (const auto& w : report_warnings(kernels)) s << w << "\n";
   return s.str();
 }
 
@@ -156,15 +246,15 @@ std::string report_json(const std::vector<KernelResources>& kernels) {
   s << "[\n";
   for (size_t i = 0; i < kernels.size(); ++i) {
     const auto& k = kernels[i];
-    const ArchLimits* lim = arch_limits(k.arch);
-    const int blocks = lim ? occupancy_blocks(k, *lim) : 0;
-    const double occ = lim ? static_cast<double>(blocks * k.threads_per_block) / lim->max_threads_per_sm : 0.0;
+    const ArchLimits& lim = arch_limits_or_conservative(k.arch);
+    const int blocks = occupancy_blocks(k, lim);
+    const double occ = static_cast<double>(blocks * k.threads_per_block) / lim.max_threads_per_sm;
     s << "  {\"function\": \"" << k.function << "\", \"name\": \"" << demangle(k.function) << "\", \"arch\": \""
       << k.arch << "\", \"registers\": " << k.registers << ", \"threads_per_block\": " << k.threads_per_block
       << ", \"stack_bytes\": " << k.stack_bytes << ", \"spill_store_bytes\": " << k.spill_store_bytes
       << ", \"spill_load_bytes\": " << k.spill_load_bytes << ", \"static_smem_bytes\": " << k.static_smem_bytes
       << ", \"dynamic_smem_bytes\": " << k.dynamic_smem_bytes << ", \"blocks_per_sm\": " << blocks
-      << ", \"occupancy\": " << occ << "}" << (i + 1 < kernels.size() ? "," : "") << "\n";
+      << ", \"occupancy\": " << occ << ", \"arch_limits_known\": " << (arch_limits(k.arch) ? "true" : "false") << "}" << (i + 1 < kernels.size() ? "," : "") << "\n";
   }
   s << "]\n";
   return s.str();

@@ -18,6 +18,7 @@ struct KernelParams {
   int kv_group;  // heads_q / heads_kv: query head h reads key/value head h / kv_group
   int seqlen_q;
   int seqlen_k;
+  int head_dim;  // D; the mma_sm80 kernels have it as a template constant, the reference kernel reads it
 
   // Strides in elements; head_dim is contiguous.
   int64_t q_batch_stride, q_head_stride, q_seq_stride;

@@ -83,7 +83,8 @@ TEST(CApi, ParamsInitAndStrideHelpers) {
   EXPECT_EQ(p.lse, nullptr);
   EXPECT_EQ(p.dtype, EVOSDPA_DTYPE_FLOAT16);
   EXPECT_EQ(p.causal, EVOSDPA_CAUSAL_NONE);
-  EXPECT_EQ(p.softmax_scale, 0.f);
+  EXPECT_EQ(p.struct_size, sizeof(evosdpa_params_t));
+  EXPECT_TRUE(std::isnan(p.softmax_scale));  // NaN: 1/sqrt(head_dim); 0 is a real scale
   p.batch = 2, p.heads_q = 8, p.heads_kv = 4, p.seqlen_q = 10, p.seqlen_k = 20, p.head_dim = 64;
   evosdpa_params_set_bhsd_strides(&p);
   EXPECT_EQ(p.q_seq_stride, 64);
@@ -107,11 +108,75 @@ TEST(CApi, ParamsInitAndStrideHelpers) {
 TEST(CApi, DefaultScaleIsInverseSqrtHeadDim) {
   auto p = valid_params(1, 1, 4, 4, 128);
   EXPECT_FLOAT_EQ(evosdpa::detail::effective_scale(p), 1.f / std::sqrt(128.f));
+  p.softmax_scale = 0.f;  // a valid scale: uniform weights
+  EXPECT_EQ(evosdpa::detail::make_kernel_params(p).scale, 0.f);
   p.softmax_scale = 0.3f;
   EXPECT_FLOAT_EQ(evosdpa::detail::make_kernel_params(p).scale, 0.3f);
   p.causal = EVOSDPA_CAUSAL_BOTTOM_RIGHT;
   p.seqlen_k = 9;
   EXPECT_EQ(evosdpa::detail::make_kernel_params(p).causal_offset, 5);
+}
+
+// The ABI rule of evosdpa.h: struct_size says which fields a caller knows.
+TEST(CApiAbi, InitSizedRefusesTooSmallAndZeroesTheWholeCallerStruct) {
+  EXPECT_EQ(evosdpa_params_init_sized(nullptr, sizeof(evosdpa_params_t)), EVOSDPA_ERROR_INVALID_ARGUMENT);
+  evosdpa_params_t p;
+  std::memset(&p, 0xab, sizeof p);
+  EXPECT_EQ(evosdpa_params_init_sized(&p, evosdpa::detail::kParamsMinSize - 1), EVOSDPA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(p.q, reinterpret_cast<const void*>(~uintptr_t{0} / 0xff * 0xab)) << "nothing written on failure";
+  // A newer caller's larger struct: every byte it has is initialised, appended fields to zero.
+  unsigned char bigger[sizeof(evosdpa_params_t) + 32];
+  std::memset(bigger, 0xab, sizeof bigger);
+  auto* pb = reinterpret_cast<evosdpa_params_t*>(bigger);
+  ASSERT_EQ(evosdpa_params_init_sized(pb, sizeof bigger), EVOSDPA_SUCCESS);
+  EXPECT_EQ(pb->struct_size, sizeof bigger);
+  for (size_t i = sizeof(evosdpa_params_t); i < sizeof bigger; ++i) ASSERT_EQ(bigger[i], 0) << i;
+}
+
+TEST(CApiAbi, NormalizeAcceptsOlderAndZeroTailedNewerStructs) {
+  using evosdpa::detail::normalize_params;
+  evosdpa_params_t out;
+  EXPECT_EQ(normalize_params(nullptr, out).status, EVOSDPA_ERROR_INVALID_ARGUMENT);
+  // Not initialised (struct_size 0, e.g. `evosdpa_params_t p = {0}`): refused with the remedy.
+  evosdpa_params_t zero{};
+  auto c = normalize_params(&zero, out);
+  EXPECT_EQ(c.status, EVOSDPA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(c.message.find("evosdpa_params_init"), std::string::npos) << c.message;
+  // A newer caller that uses no new feature (zero tail): accepted, fields read as given.
+  unsigned char bigger[sizeof(evosdpa_params_t) + 16] = {};
+  auto p = valid_params();
+  std::memcpy(bigger, &p, sizeof p);
+  reinterpret_cast<evosdpa_params_t*>(bigger)->struct_size = sizeof bigger;
+  c = normalize_params(reinterpret_cast<evosdpa_params_t*>(bigger), out);
+  EXPECT_TRUE(c.ok()) << c.message;
+  EXPECT_EQ(out.seqlen_q, p.seqlen_q);
+  EXPECT_EQ(out.struct_size, sizeof(evosdpa_params_t));
+  // ... and one that sets a field this library does not know: refused, naming both sizes.
+  bigger[sizeof(evosdpa_params_t) + 3] = 1;
+  c = normalize_params(reinterpret_cast<evosdpa_params_t*>(bigger), out);
+  EXPECT_EQ(c.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(c.message.find(std::to_string(sizeof bigger) + " bytes"), std::string::npos) << c.message;
+  // The smallest accepted struct: fields past it (none yet) would take their defaults.
+  p.struct_size = evosdpa::detail::kParamsMinSize;
+  c = normalize_params(&p, out);
+  EXPECT_TRUE(c.ok()) << c.message;
+  EXPECT_EQ(out.causal, p.causal);
+}
+
+TEST(CApiAbi, ForwardAndSupportsCheckTheStructSizeFirst) {
+  evosdpa_params_t zero{};
+  EXPECT_EQ(evosdpa_attention_forward(&zero, "auto", nullptr), EVOSDPA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(evosdpa_last_error_message()).find("struct_size"), std::string::npos);
+  EXPECT_EQ(evosdpa_supports(&zero, nullptr, nullptr), EVOSDPA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(CApiAbi, DtypeSizesAndVersion) {
+  EXPECT_EQ(evosdpa_dtype_size(EVOSDPA_DTYPE_FLOAT16), 2u);
+  EXPECT_EQ(evosdpa_dtype_size(EVOSDPA_DTYPE_BFLOAT16), 2u);
+  EXPECT_EQ(evosdpa_dtype_size(static_cast<evosdpa_dtype_t>(9)), 0u);
+  EXPECT_EQ(std::string(evosdpa_version()), std::to_string(EVOSDPA_VERSION_MAJOR) + "." +
+                                                std::to_string(EVOSDPA_VERSION_MINOR) + "." +
+                                                std::to_string(EVOSDPA_VERSION_PATCH));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "cpu/params_fixture.hpp"
 #include "kernels/mma/mma_config.hpp"
@@ -10,16 +11,46 @@ using namespace evosdpa::detail;
 
 namespace {
 
+// The registry's families with a made-up CUDA target list in place of this build's, so that a test
+// does not depend on the CMAKE_CUDA_ARCHITECTURES it was built with. Not copyable: the table points
+// into it.
+class Families {
+ public:
+  explicit Families(const char* cuda_archs, cudaError_t (*probe_image)() = nullptr) {
+    for (const KernelFamily* f : registry()) {
+      copies_.push_back(*f);
+      copies_.back().cuda_archs = cuda_archs;
+      if (probe_image != nullptr) copies_.back().probe_image = probe_image;
+    }
+    for (const KernelFamily& f : copies_) pointers_.push_back(&f);
+  }
+  Families(const Families&) = delete;
+  Families& operator=(const Families&) = delete;
+  FamilyTable table() const { return {pointers_.data(), pointers_.size()}; }
+
+ private:
+  std::vector<KernelFamily> copies_;
+  std::vector<const KernelFamily*> pointers_;
+};
+
+// "80": SASS for 8.x and PTX for every later device, so every device these tests make up has code.
+Selection select_any_arch(const evosdpa_params_t& p, const DeviceInfo& dev, const char* requested) {
+  static const Families families("80");
+  return select_kernel(p, dev, requested, families.table());
+}
+
+std::string name_of(const Selection& s) { return s.family != nullptr ? s.family->name : "(none)"; }
+
 TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
-  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
     for (int64_t d : {64, 128}) {
-      const auto s = select_kernel(valid_params(2, 8, 1000, 777, d), dev, "auto");
+      const auto s = select_any_arch(valid_params(2, 8, 1000, 777, d), dev, "auto");
       ASSERT_TRUE(s.check.ok()) << s.check.message;
-      EXPECT_EQ(s.kernel, KernelId::MmaSm80);
+      EXPECT_EQ(name_of(s), "mma_sm80");
     }
   }
-  EXPECT_EQ(select_kernel(valid_params(), device(9, 0), nullptr).kernel, KernelId::MmaSm80);
-  EXPECT_EQ(select_kernel(valid_params(), device(9, 0), "").kernel, KernelId::MmaSm80);
+  EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), nullptr)), "mma_sm80");
+  EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), "")), "mma_sm80");
 }
 
 TEST(Selection, OldDeviceIsRefused) {
@@ -29,50 +60,69 @@ TEST(Selection, OldDeviceIsRefused) {
 }
 
 TEST(Selection, NamedKernelRuns) {
-  const auto s = select_kernel(valid_params(), device(9, 0), "reference");
+  const auto s = select_any_arch(valid_params(), device(9, 0), "reference");
   ASSERT_TRUE(s.check.ok());
-  EXPECT_EQ(s.kernel, KernelId::Reference);
+  EXPECT_EQ(name_of(s), "reference");
 }
 
 TEST(Selection, UnknownKernelNameListsKnownOnes) {
   const auto s = select_kernel(valid_params(), device(9, 0), "turbo");
   EXPECT_EQ(s.check.status, EVOSDPA_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(s.check.message.find("mma_sm80"), std::string::npos) << s.check.message;
-  EXPECT_NE(s.check.message.find("reference"), std::string::npos) << s.check.message;
+  for (const KernelFamily* f : registry())
+    EXPECT_NE(s.check.message.find(f->name), std::string::npos) << s.check.message;
+  EXPECT_NE(s.check.message.find("auto"), std::string::npos) << s.check.message;
 }
 
 TEST(Selection, MisalignedForTensorCoresFallsBackOrRefuses) {
   auto p = valid_params();
   p.q = reinterpret_cast<const char*>(p.q) + 2;  // element-aligned, not 16-byte aligned
-  auto s = select_kernel(p, device(9, 0), "auto");
+  auto s = select_any_arch(p, device(9, 0), "auto");
   ASSERT_TRUE(s.check.ok()) << s.check.message;
-  EXPECT_EQ(s.kernel, KernelId::Reference);
-  s = select_kernel(p, device(9, 0), "mma_sm80");
+  EXPECT_EQ(name_of(s), "reference");
+  s = select_any_arch(p, device(9, 0), "mma_sm80");
   EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
   EXPECT_NE(s.check.message.find("q is not 16-byte aligned"), std::string::npos) << s.check.message;
 
   p = valid_params();
-  p.k_seq_stride = 68;  // rows not a multiple of 16 bytes apart
-  s = select_kernel(p, device(9, 0), "mma_sm80");
+  p.k_seq_stride = 68;  // 136 bytes: rows not a multiple of 16 bytes apart
+  s = select_any_arch(p, device(9, 0), "mma_sm80");
   EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
-  EXPECT_NE(s.check.message.find("k seq stride 68"), std::string::npos) << s.check.message;
+  EXPECT_NE(s.check.message.find("k seq stride 68 is not a multiple of 8 elements (16 bytes)"), std::string::npos)
+      << s.check.message;
+  EXPECT_EQ(name_of(select_any_arch(p, device(9, 0), "auto")), "reference");
 }
 
 TEST(Selection, StridesOfSizeOneDimsDoNotMatter) {
   auto p = valid_params(1, 8, 512, 512, 64);
   p.q_batch_stride = 3;  // batch 1: never used
-  EXPECT_EQ(select_kernel(p, device(9, 0), "auto").kernel, KernelId::MmaSm80);
+  EXPECT_EQ(name_of(select_any_arch(p, device(9, 0), "auto")), "mma_sm80");
 }
 
 TEST(Selection, SharedMemoryLimit) {
   auto dev = device(8, 0);
-  const auto p = valid_params(1, 1, 64, 64, 128);
-  const long long need = mma_sm80::kConfigs[mma_sm80_variant(p, dev)].smem_bytes();
-  dev.max_smem_per_block_optin = need - 1;
-  const auto s = select_kernel(p, dev, "mma_sm80");
-  EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
-  EXPECT_NE(s.check.message.find("shared memory"), std::string::npos) << s.check.message;
-  EXPECT_EQ(select_kernel(p, dev, "auto").kernel, KernelId::Reference);
+  for (evosdpa_dtype_t dtype : {EVOSDPA_DTYPE_FLOAT16, EVOSDPA_DTYPE_BFLOAT16}) {
+    auto p = valid_params(1, 1, 64, 64, 128);
+    p.dtype = dtype;
+    const auto ok = select_any_arch(p, dev, "mma_sm80");
+    ASSERT_TRUE(ok.check.ok()) << ok.check.message;
+    const long long need =
+        mma_sm80::kConfigs[ok.variant].smem_bytes(static_cast<int>(evosdpa_dtype_size(dtype)));
+    dev.max_smem_per_block_optin = need - 1;
+    const auto s = select_any_arch(p, dev, "mma_sm80");
+    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(s.check.message.find("needs " + std::to_string(need) + " bytes of shared memory"), std::string::npos)
+        << s.check.message;
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), "reference");
+    dev.max_smem_per_block_optin = need;
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), "mma_sm80");
+  }
+}
+
+TEST(Selection, SharedMemoryScalesWithElementSize) {
+  for (const mma_sm80::TileConfig& c : mma_sm80::kConfigs) {
+    EXPECT_EQ(c.smem_bytes(), c.smem_bytes(2));
+    EXPECT_EQ(c.smem_bytes(4), 2 * c.smem_bytes(2));
+  }
 }
 
 TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
@@ -84,37 +134,130 @@ TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
     ASSERT_GE(small, 0);
     EXPECT_LT(mma_sm80::kConfigs[small].block_m(), mma_sm80::kConfigs[big].block_m());
     // B=1 H=8 L=512: 32 blocks of 128 rows on 132 SMs.
-    auto s = select_kernel(valid_params(1, 8, 512, 512, d), dev, "auto");
+    auto s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "auto");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
     EXPECT_EQ(s.variant, small);
     // B=2 H=8 L=2048: 256 blocks fill the SMs.
-    s = select_kernel(valid_params(2, 8, 2048, 2048, d), dev, "mma_sm80");
+    s = select_any_arch(valid_params(2, 8, 2048, 2048, d), dev, "mma_sm80");
     EXPECT_EQ(s.variant, big);
   }
 }
 
+TEST(Selection, VariantChoiceDoesNotOverflow) {
+  // batch * heads_q near 2^62 and 2^23 query blocks: their product passes 2^63; the default variant is
+  // the answer (the grid check then refuses it).
+  EXPECT_EQ(mma_sm80::choose_config(64, (1LL << 62) - 1, EVOSDPA_MAX_SEQLEN, 132), mma_sm80::config_index(64, false));
+  EXPECT_EQ(mma_sm80::choose_config(64, 1, 128, 132), mma_sm80::config_index(64, true));
+}
+
 TEST(Selection, GridLimit) {
-  // 2^31 blocks of rows: more than a 1-D grid holds.
+  // 2^32 blocks of 128 rows, 2^37 of 4 rows: more than a 1-D grid holds.
   auto p = valid_params(65536, 65536, 128, 1, 64);
-  auto s = select_kernel(p, device(9, 0), "auto");
+  // Tensors of 2^46 bytes: the fixture's addresses would make them overlap.
+  p.q = reinterpret_cast<const void*>(uintptr_t{1} << 50);
+  p.k = reinterpret_cast<const void*>(uintptr_t{2} << 50);
+  p.v = reinterpret_cast<const void*>(uintptr_t{3} << 50);
+  p.o = reinterpret_cast<void*>(uintptr_t{4} << 50);
+  auto s = select_any_arch(p, device(9, 0), "auto");
   EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
-  EXPECT_NE(s.check.message.find("exceeds"), std::string::npos) << s.check.message;
+  EXPECT_NE(s.check.message.find("mma_sm80: batch * heads_q * ceil(seqlen_q / 128) exceeds"), std::string::npos)
+      << s.check.message;
+  EXPECT_NE(s.check.message.find("reference: batch * heads_q * seqlen_q exceeds"), std::string::npos)
+      << s.check.message;
 }
 
 TEST(Selection, ValidationComesFirst) {
   auto p = valid_params();
   p.o = nullptr;
-  const auto s = select_kernel(p, device(9, 0), "mma_sm80");
+  const auto s = select_any_arch(p, device(9, 0), "mma_sm80");
   EXPECT_EQ(s.check.status, EVOSDPA_ERROR_INVALID_ARGUMENT);
 }
 
-TEST(Selection, EveryKernelHasAUniqueName) {
-  for (int i = 0; i < kKernelCount; ++i) {
-    const auto id = static_cast<KernelId>(i);
-    ASSERT_TRUE(kernel_from_name(kernel_name(id)).has_value());
-    EXPECT_EQ(*kernel_from_name(kernel_name(id)), id);
+// ---- the build's CUDA targets against the device ---------------------------------------------------
+
+TEST(SelectionArchs, FamilyBuiltForSm90RefusesSm80) {
+  const Families built_for_90("90");
+  auto s = select_kernel(valid_params(), device(8, 0), "mma_sm80", built_for_90.table());
+  EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(s.check.message,
+            "mma_sm80: built for sm_90 only; device 0 is sm_80 (rebuild with CMAKE_CUDA_ARCHITECTURES including 80)");
+  // No family left for auto: NOT_SUPPORTED with every family's reason.
+  s = select_kernel(valid_params(), device(8, 0), "auto", built_for_90.table());
+  EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(s.check.message.find("mma_sm80: built for sm_90 only"), std::string::npos) << s.check.message;
+  EXPECT_NE(s.check.message.find("reference: built for sm_90 only"), std::string::npos) << s.check.message;
+  // The same build on the device it was made for.
+  s = select_kernel(valid_params(), device(9, 0), "auto", built_for_90.table());
+  ASSERT_TRUE(s.check.ok()) << s.check.message;
+  EXPECT_EQ(name_of(s), "mma_sm80");
+}
+
+TEST(SelectionArchs, DeviceNamedInTheMessage) {
+  const Families built("80-real,90-virtual");
+  auto dev = device(8, 6);
+  dev.ordinal = 3;
+  EXPECT_TRUE(select_kernel(valid_params(), dev, "mma_sm80", built.table()).check.ok());  // sm_80 SASS on 8.6
+  EXPECT_TRUE(select_kernel(valid_params(), device(10, 0), "mma_sm80", built.table()).check.ok());  // PTX 9.0
+  const Families sm80_sass("80-real");
+  const auto s = select_kernel(valid_params(), device(9, 0), "mma_sm80", sm80_sass.table());
+  EXPECT_EQ(s.check.message,
+            "mma_sm80: built for sm_80 SASS only; device 0 is sm_90 "
+            "(rebuild with CMAKE_CUDA_ARCHITECTURES including 90)");
+}
+
+int g_probes = 0;
+cudaError_t probe_no_image() { return ++g_probes, cudaErrorNoKernelImageForDevice; }
+cudaError_t probe_has_image() { return ++g_probes, cudaSuccess; }
+cudaError_t probe_broken() { return ++g_probes, cudaErrorInitializationError; }
+
+TEST(SelectionArchs, UnreadableListOnAMadeUpDeviceNeverAsksCuda) {
+  g_probes = 0;
+  const Families native("native", probe_no_image);
+  const auto s = select_kernel(valid_params(), device(8, 0), "auto", native.table());
+  ASSERT_TRUE(s.check.ok()) << s.check.message;
+  EXPECT_EQ(name_of(s), "mma_sm80");
+  EXPECT_EQ(g_probes, 0);
+}
+
+TEST(SelectionArchs, UnreadableListOnARealDeviceAsksTheFamily) {
+  auto dev = device(8, 0);
+  dev.is_real = true;  // as api.cpp describes the current device; the probes here are fakes
+  {
+    g_probes = 0;
+    const Families native("native", probe_has_image);
+    const auto s = select_kernel(valid_params(), dev, "auto", native.table());
+    ASSERT_TRUE(s.check.ok()) << s.check.message;
+    EXPECT_EQ(name_of(s), "mma_sm80");
+    EXPECT_EQ(g_probes, 1);
   }
-  EXPECT_FALSE(kernel_from_name("auto").has_value());
+  {
+    g_probes = 0;
+    const Families all("all-major", probe_no_image);
+    const auto s = select_kernel(valid_params(), dev, "mma_sm80", all.table());
+    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(s.check.message.find("mma_sm80: built for CMAKE_CUDA_ARCHITECTURES=all-major, which holds no code"), 0u)
+        << s.check.message;
+    EXPECT_NE(s.check.message.find("device 0 is sm_80"), std::string::npos) << s.check.message;
+    EXPECT_NE(s.check.message.find("cudaErrorNoKernelImageForDevice"), std::string::npos) << s.check.message;
+    EXPECT_NE(s.check.message.find("including 80"), std::string::npos) << s.check.message;
+  }
+  {
+    // A family the arguments rule out is not probed.
+    g_probes = 0;
+    const Families native("native", probe_has_image);
+    auto p = valid_params();
+    p.q = reinterpret_cast<const char*>(p.q) + 2;
+    EXPECT_EQ(name_of(select_kernel(p, dev, "auto", native.table())), "reference");
+    EXPECT_EQ(g_probes, 1);
+  }
+  {
+    // A probe that fails for another reason is a CUDA error, not a reason to fall back.
+    g_probes = 0;
+    const Families native("native", probe_broken);
+    const auto s = select_kernel(valid_params(), dev, "auto", native.table());
+    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_CUDA);
+    EXPECT_EQ(g_probes, 1);
+  }
 }
 
 }  // namespace

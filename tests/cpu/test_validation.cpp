@@ -91,14 +91,84 @@ TEST(Validation, HeadGrouping) {
   expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "heads_kv is 0");
 }
 
-TEST(Validation, NonFiniteScale) {
+TEST(Validation, Scale) {
   auto p = valid_params();
-  p.softmax_scale = NAN;
-  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale");
   p.softmax_scale = INFINITY;
-  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale");
-  p.softmax_scale = -0.5f;  // unusual but well defined
-  EXPECT_TRUE(validate_params(p).ok());
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite");
+  p.softmax_scale = -INFINITY;
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite");
+  for (float ok : {NAN, 0.f, -0.f, -0.5f, 1e-30f}) {  // NaN: the default; 0: uniform weights (PyTorch's scale=0)
+    p.softmax_scale = ok;
+    EXPECT_TRUE(validate_params(p).ok()) << ok;
+  }
+}
+
+TEST(Validation, SequenceLengthCapKeepsTileArithmeticInInt32) {
+  // Kernels add tile sizes to token indices in int; lengths are capped at 2^30 so that cannot overflow.
+  static_assert(EVOSDPA_MAX_SEQLEN + 4096 < INT32_MAX, "room for any tile above the cap");
+  for (int which = 0; which < 2; ++which) {
+    auto p = valid_params(1, 1, 8, 8);
+    int64_t& len = which == 0 ? p.seqlen_q : p.seqlen_k;
+    len = EVOSDPA_MAX_SEQLEN;
+    evosdpa_params_set_bhsd_strides(&p);
+    p.q = reinterpret_cast<const void*>(uintptr_t{1} << 40);  // spans of 2^30 rows must not overlap
+    p.k = reinterpret_cast<const void*>(uintptr_t{2} << 40);
+    p.v = reinterpret_cast<const void*>(uintptr_t{3} << 40);
+    p.o = reinterpret_cast<void*>(uintptr_t{4} << 40);
+    EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+    len = EVOSDPA_MAX_SEQLEN + 1;
+    evosdpa_params_set_bhsd_strides(&p);
+    expect_error(p, EVOSDPA_ERROR_NOT_SUPPORTED, which == 0 ? "seqlen_q = 1073741825 exceeds EVOSDPA_MAX_SEQLEN"
+                                                            : "seqlen_k = 1073741825 exceeds EVOSDPA_MAX_SEQLEN");
+    len = INT32_MAX;  // within a tile of INT32_MAX: the case that used to overflow `seqlen + block_m - 1`
+    evosdpa_params_set_bhsd_strides(&p);
+    expect_error(p, EVOSDPA_ERROR_NOT_SUPPORTED, "exceeds EVOSDPA_MAX_SEQLEN");
+  }
+}
+
+TEST(Validation, OutputsMustNotAliasInputs) {
+  const int64_t q_bytes = 2 * 8 * 512 * 64 * 2;  // valid_params(): [2, 8, 512, 64] fp16
+  struct Alias {
+    const char* what;
+    std::string needle;
+    void (*apply)(evosdpa_params_t&);
+  };
+  const Alias cases[] = {
+      {"o is q (in place)", "o (bytes", [](evosdpa_params_t& p) { p.o = const_cast<void*>(p.q); }},
+      {"o ends in k's first element", "overlaps input k",
+       [](evosdpa_params_t& p) { p.o = static_cast<char*>(const_cast<void*>(p.k)) - 2 * 8 * 512 * 64 * 2 + 2; }},
+      {"o starts in v's last element", "overlaps input v",
+       [](evosdpa_params_t& p) { p.o = static_cast<char*>(const_cast<void*>(p.v)) + 2 * 8 * 512 * 64 * 2 - 2; }},
+      {"lse inside k", "lse (bytes",
+       [](evosdpa_params_t& p) { p.lse = reinterpret_cast<float*>(static_cast<char*>(const_cast<void*>(p.k)) + 4096); }},
+      {"lse inside o", "o and lse overlap",
+       [](evosdpa_params_t& p) { p.lse = reinterpret_cast<float*>(static_cast<char*>(p.o) + 64); }},
+      {"o interleaved with q (disjoint elements, shared span)", "overlaps input q",
+       [](evosdpa_params_t& p) {
+         p.q_seq_stride = p.o_seq_stride = 128, p.q_head_stride = p.o_head_stride = 512 * 128,
+         p.q_batch_stride = p.o_batch_stride = 8 * 512 * 128;
+         p.o = static_cast<char*>(const_cast<void*>(p.q)) + 128;
+       }},
+  };
+  for (const Alias& a : cases) {
+    auto p = valid_params();
+    a.apply(p);
+    SCOPED_TRACE(a.what);
+    expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, a.needle);
+  }
+  // Touching but not sharing a byte is fine: o right after q, lse right after o.
+  auto p = valid_params();
+  p.o = static_cast<char*>(const_cast<void*>(p.q)) + q_bytes;
+  p.lse = reinterpret_cast<float*>(static_cast<char*>(p.o) + q_bytes);
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+  // Inputs may share memory (K = V, one tensor passed twice).
+  p = valid_params();
+  p.v = p.k;
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+  // An empty output aliases nothing.
+  p = valid_params(2, 8, 0, 16);
+  p.o = const_cast<void*>(p.k);
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
 }
 
 TEST(Validation, NegativeStride) {

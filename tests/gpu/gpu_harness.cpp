@@ -9,15 +9,6 @@ using namespace evosdpa::host;
 
 namespace gpu_test {
 
-const char* layout_name(Layout l) {
-  switch (l) {
-    case Layout::BHSD: return "bhsd";
-    case Layout::BSHD: return "bshd";
-    case Layout::Padded: return "padded";
-  }
-  return "?";
-}
-
 DeviceBuffer::DeviceBuffer(size_t n) : bytes(n) {
   if (n > 0 && cudaMalloc(&ptr, n) != cudaSuccess) throw std::runtime_error("cudaMalloc failed");
 }
@@ -81,7 +72,7 @@ DeviceProblem::DeviceProblem(const Shape& s, evosdpa_dtype_t dtype, Layout layou
   params_.seqlen_k = s.seqlen_k;
   params_.head_dim = s.head_dim;
   params_.causal = s.causal;
-  params_.softmax_scale = static_cast<float>(s.scale);
+  params_.softmax_scale = static_cast<float>(s.scale);  // NaN asks for the default, as in the Shape
   const Strides sq = strides_for(layout, s.heads_q, s.seqlen_q, s.head_dim);
   const Strides sk = strides_for(layout, s.heads_kv, s.seqlen_k, s.head_dim);
   params_.q_batch_stride = params_.o_batch_stride = sq.batch;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cases.hpp"
 #include "evosdpa/evosdpa.hpp"
 #include "host/cpu_reference.hpp"
 
@@ -19,10 +20,7 @@ namespace gpu_test {
     ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(e_);              \
   } while (0)
 
-// BHSD and BSHD are contiguous; Padded is BHSD with 8 spare elements after every row and 64 after every
-// head, so no stride is a product of sizes and writes past a row would land in the padding.
-enum class Layout { BHSD, BSHD, Padded };
-const char* layout_name(Layout l);
+using test_cases::Layout;
 
 struct DeviceBuffer {
   void* ptr = nullptr;
@@ -59,11 +57,5 @@ class DeviceProblem {
   DeviceBuffer q_, k_, v_, o_, lse_;
   evosdpa_params_t params_;
 };
-
-// Tolerances: the output may be at most twice as far from float64 as the plain same-precision
-// implementation, plus this absolute floor (about one output ulp near 1).
-inline double output_floor(evosdpa_dtype_t dtype) { return dtype == EVOSDPA_DTYPE_FLOAT16 ? 1e-3 : 8e-3; }
-// The log-sum-exp is fp32 arithmetic on exact products; allow this absolute error (relative for large).
-inline double lse_tolerance(double magnitude) { return 1e-4 * std::max(1.0, magnitude); }
 
 }  // namespace gpu_test

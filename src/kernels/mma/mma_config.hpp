@@ -3,7 +3,15 @@
 // kernels are compiled from.
 #pragma once
 
+#include <cstdint>
+
+#include "evosdpa/evosdpa.h"
+
 namespace evosdpa::detail::mma_sm80 {
+
+// Bytes per element of the types the kernels are instantiated for (fp16, bf16; inst/). The kernel body
+// is 16-bit throughout (mma m16n8k16, ldmatrix, 8-element chunks) and static_asserts it.
+inline constexpr int kElemBytes = 2;
 
 struct TileConfig {
   int head_dim;           // D: columns of Q, K, V and O
@@ -19,8 +27,10 @@ struct TileConfig {
   constexpr int threads() const { return warps * 32; }
   constexpr int warp_rows() const { return 16 * m_tiles; }
   constexpr int block_m() const { return warps * warp_rows(); }  // query rows per block
-  // Q tile + double-buffered K and V tiles, 2-byte elements (fp16/bf16).
-  constexpr int smem_bytes() const { return (block_m() * head_dim + 2 * 2 * block_n * head_dim) * 2; }
+  // Q tile + double-buffered K and V tiles of `elem_bytes`-byte elements.
+  constexpr int smem_bytes(int elem_bytes = kElemBytes) const {
+    return (block_m() * head_dim + 2 * 2 * block_n * head_dim) * elem_bytes;
+  }
 };
 
 // Chosen by measurement on an H100, fp16, B=4 L=4096 (docs/perf-log.md, v6): every row is the fastest
@@ -52,8 +62,11 @@ constexpr int choose_config(int head_dim, long long batch_heads, long long seqle
   if (big < 0) return -1;
   const int small = config_index(head_dim, true);
   const long long bm = kConfigs[big].block_m();
-  const long long blocks = (seqlen_q + bm - 1) / bm * batch_heads;
-  return small >= 0 && blocks < sm_count ? small : big;
+  const long long q_blocks = (seqlen_q + bm - 1) / bm;
+  // q_blocks * batch_heads can pass 2^63 (batch * heads_q reaches 2^62): the product is formed only once
+  // batch_heads < sm_count bounds it.
+  const bool fills_sms = batch_heads >= sm_count || q_blocks * batch_heads >= sm_count;
+  return small >= 0 && !fills_sms ? small : big;
 }
 
 constexpr bool valid(const TileConfig& c) {
@@ -72,5 +85,16 @@ constexpr bool all_valid() {
 }
 static_assert(all_valid(), "invalid mma_sm80 tile configuration, or one over sm_86/sm_89's 99 KiB per block");
 static_assert(config_index(64, false) >= 0 && config_index(128, false) >= 0, "64 and 128 need a default variant");
+
+// The kernel (mma_kernel.cuh) indexes tokens with 32-bit ints and adds tile sizes to them:
+// seqlen + block_m - 1 and seqlen + block_n - 1 (query/key tile counts), q0 + block_m and
+// row + causal_offset (q0 < seqlen_q, causal_offset = seqlen_k - seqlen_q), key0 + block_n (key0 < seqlen_k).
+// Each stays below EVOSDPA_MAX_SEQLEN + block_m + block_n, which must fit an int.
+constexpr bool fits_int32_with_max_seqlen() {
+  for (const TileConfig& c : kConfigs)
+    if (EVOSDPA_MAX_SEQLEN + c.block_m() + c.block_n > INT32_MAX) return false;
+  return true;
+}
+static_assert(fits_int32_with_max_seqlen(), "EVOSDPA_MAX_SEQLEN plus a tile overflows the kernel's int indices");
 
 }  // namespace evosdpa::detail::mma_sm80

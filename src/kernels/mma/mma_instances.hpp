@@ -14,4 +14,9 @@ namespace evosdpa::detail::mma_sm80 {
 template <typename T, int kIndex>
 cudaError_t launch(const KernelParams& p, cudaStream_t stream);
 
+// Instantiated for one row only (fp16, config_index(64, false), in inst/mma_fp16_d64.cu): every row is
+// compiled for the same targets, so one kernel answers the image probe for all.
+template <typename T, int kIndex>
+cudaError_t kernel_attributes(cudaFuncAttributes* attr);
+
 }  // namespace evosdpa::detail::mma_sm80

@@ -258,6 +258,7 @@ __device__ __forceinline__ BlockCoords block_coords(const KernelParams& p, int b
 // Compile-time view of one kConfigs row.
 template <typename T, int kIndex>
 struct Kernel {
+  static_assert(sizeof(T) == kElemBytes, "the kernel body handles 16-bit elements only");
   static constexpr TileConfig kCfg = kConfigs[kIndex];
   static constexpr int kD = kCfg.head_dim;
   static constexpr int kThreads = kCfg.threads();

@@ -1,13 +1,20 @@
 // The reference GPU kernel: one warp per query row, fp32 arithmetic, the textbook two-pass softmax.
 // Slow and plain on purpose: it is the baseline the fast kernels are checked against on the GPU, and it
-// accepts any 2-byte-aligned pointers and strides.
+// accepts any element-aligned pointers and strides. Its KernelFamily (supports, launch, image probe) is
+// at the end.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 
-#include "kernels/launchers.hpp"
+#include "kernels/family.hpp"
+
+#ifndef EVOSDPA_CUDA_ARCHS
+#error "EVOSDPA_CUDA_ARCHS (the CUDA targets this family's kernels are compiled for) is set by src/sources.cmake"
+#endif
 
 namespace evosdpa::detail {
 namespace {
@@ -15,6 +22,11 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPerLane = kMaxHeadDim / 32;
+constexpr long long kMaxGridX = INT32_MAX;
+
+// The kernel keeps token indices in ints: i + causal_offset + 1 (the causal key bound, with i < seqlen_q
+// and causal_offset = seqlen_k - seqlen_q or 0) stays within EVOSDPA_MAX_SEQLEN + 1.
+static_assert(EVOSDPA_MAX_SEQLEN + 1 <= INT32_MAX, "EVOSDPA_MAX_SEQLEN overflows the reference kernel's int indices");
 
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -43,7 +55,8 @@ __device__ float score(const float (&q)[kMaxPerLane], const T* k_row, int head_d
 }
 
 template <typename T>
-__global__ void reference_kernel(const KernelParams p, int head_dim) {
+__global__ void reference_kernel(const KernelParams p) {
+  const int head_dim = p.head_dim;
   const int lane = threadIdx.x % 32;
   const long long row_id = static_cast<long long>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row_id >= static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q) return;
@@ -94,23 +107,47 @@ __global__ void reference_kernel(const KernelParams p, int head_dim) {
 }
 
 template <typename T>
-cudaError_t launch(const KernelParams& p, int head_dim, cudaStream_t stream) {
+cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q;
   const long long blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  reference_kernel<T><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(p, head_dim);
+  reference_kernel<T><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo&) {
+  const auto refuse = [](std::string message) {
+    return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, "reference: " + std::move(message))};
+  };
+  // Instantiated for fp16 and bf16 only (launch_dtype below).
+  if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
+    return refuse("dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
+  if (p.head_dim > kMaxHeadDim) return refuse("head_dim above " + std::to_string(kMaxHeadDim));
+  // Every factor is below 2^31, but their product can pass 2^63.
+  const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
+  if ((rows + kWarpsPerBlock - 1) / kWarpsPerBlock > kMaxGridX)
+    return refuse("batch * heads_q * seqlen_q exceeds " + std::to_string(kMaxGridX * kWarpsPerBlock) + " rows");
+  return {};
+}
+
+cudaError_t launch_dtype(const KernelParams& p, evosdpa_dtype_t dtype, int /*variant: one only*/, cudaStream_t stream) {
+  switch (dtype) {
+    case EVOSDPA_DTYPE_FLOAT16: return launch<__half>(p, stream);
+    case EVOSDPA_DTYPE_BFLOAT16: return launch<__nv_bfloat16>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t probe_image() {
+  cudaFuncAttributes attr;
+  const cudaError_t err = cudaFuncGetAttributes(&attr, reference_kernel<__half>);
+  // The runtime records the failure as the thread's last error too; clear it, or a later launch would
+  // report it (launches return cudaGetLastError()).
+  if (err != cudaSuccess) cudaGetLastError();
+  return err;
 }
 
 }  // namespace
 
-cudaError_t launch_reference(const KernelParams& p, evosdpa_dtype_t dtype, int head_dim,
-                             cudaStream_t stream) {
-  if (head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
-  switch (dtype) {
-    case EVOSDPA_DTYPE_FLOAT16: return launch<__half>(p, head_dim, stream);
-    case EVOSDPA_DTYPE_BFLOAT16: return launch<__nv_bfloat16>(p, head_dim, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
+extern const KernelFamily kReferenceFamily = {"reference", EVOSDPA_CUDA_ARCHS, supports, launch_dtype, probe_image};
 
 }  // namespace evosdpa::detail

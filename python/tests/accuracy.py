@@ -1,0 +1,134 @@
+"""The accuracy rule of every GPU comparison in these tests: the library's one definition
+(evosdpa_output_tolerance and evosdpa_lse_tolerance in evosdpa.h, bound as _lib.output_tolerance and
+_lib.lse_tolerance), applied to
+
+  * the reference: float64 attention on the same dtype-valued inputs, and
+  * the baseline: the plain fused computation in the dtype, rounded where a correct fused kernel rounds:
+    scores S = Q·Kᵀ in float32, scaled and masked; the row max m; the unnormalised probabilities
+    P = exp(S - m) in float32, then rounded to the dtype; l = the row sum of the float32 (unrounded) P;
+    O = (P_rounded · V accumulated in float32) / l, rounded to the dtype once.
+
+    max |O - O_f64| <= output_tolerance(dtype, max |O_baseline - O_f64|, max |O_f64|)
+
+with NaN or infinity in O never passing; lse within lse_tolerance(max |lse_f64| over rows with a key), and
+-inf exactly where the reference has -inf (rows that see no key).
+
+Tensors are (..., H, L, E) with k/v heads repeated for grouped queries (dimension -3), or (L, E). The
+float32 sums are formed in float64 and rounded to float32 once: an exactly rounded float32 accumulation,
+with no TF32 whatever torch.backends says.
+"""
+import math
+import struct
+
+import torch
+
+from evosdpa import _lib
+
+DTYPE_CODES = {torch.float16: _lib.DTYPE_FLOAT16, torch.bfloat16: _lib.DTYPE_BFLOAT16}
+
+
+def effective_scale(scale, head_dim):
+    """The float32 softmax scale the kernel gets: scale, or 1/sqrt(head_dim) for None."""
+    value = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def visible_mask(lq, lk, causal, alignment, device):
+    """[lq, lk] bool: which keys each query sees (top-left: j <= i; bottom-right: j <= i + lk - lq)."""
+    i = torch.arange(lq, device=device)[:, None]
+    j = torch.arange(lk, device=device)[None, :]
+    if not causal:
+        return torch.ones(lq, lk, dtype=torch.bool, device=device)
+    return j <= i + (lk - lq if alignment == "bottom_right" else 0)
+
+
+def _expand_heads(q, k, v):
+    if q.dim() < 3 or q.shape[-3] == k.shape[-3]:
+        return k, v
+    group = q.shape[-3] // k.shape[-3]
+    return k.repeat_interleave(group, -3), v.repeat_interleave(group, -3)
+
+
+def _scores64(q, k, causal, alignment, scale):
+    s = (q.double() @ k.double().transpose(-1, -2)) * effective_scale(scale, q.shape[-1])
+    mask = visible_mask(q.shape[-2], k.shape[-2], causal, alignment, q.device)
+    return s.masked_fill(~mask, float("-inf"))
+
+
+def reference(q, k, v, causal=False, alignment="top_left", scale=None):
+    """float64 (O, lse). A row with no visible key gets O = 0 and lse = -inf."""
+    k, v = _expand_heads(q, k, v)
+    s = _scores64(q, k, causal, alignment, scale)
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    return p @ v.double(), lse
+
+
+def baseline(q, k, v, causal=False, alignment="top_left", scale=None):
+    """The plain fused computation in q.dtype (see the module docstring): the error yardstick."""
+    k, v = _expand_heads(q, k, v)
+    out_shape = (*q.shape[:-1], v.shape[-1])
+    if k.shape[-2] == 0:
+        return torch.zeros(out_shape, dtype=q.dtype, device=q.device)
+    # S in float32: the exact products of dtype values summed and rounded once, then scaled in float32.
+    s = (q.double() @ k.double().transpose(-1, -2)).float() * effective_scale(scale, q.shape[-1])
+    mask = visible_mask(q.shape[-2], k.shape[-2], causal, alignment, q.device)
+    s = s.masked_fill(~mask, float("-inf"))
+    m = s.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # no visible key: P = exp(-inf) = 0
+    p = torch.exp(s - m)                                          # float32
+    l = p.sum(dim=-1, keepdim=True, dtype=torch.float64).float()  # of the unrounded P
+    pv = (p.to(q.dtype).double() @ v.double()).float()            # P rounded to dtype, float32 accumulation
+    o = torch.where(l > 0, pv / l, torch.zeros_like(pv))
+    return o.to(q.dtype)
+
+
+def max_abs_error(got, want):
+    """max |got - want| in float64; inf when got holds a NaN or an infinity; 0 for no elements."""
+    if got.numel() == 0:
+        return 0.0
+    if not torch.isfinite(got).all():
+        return math.inf
+    return (got.double() - want).abs().max().item()
+
+
+def check_attention(out, q, k, v, *, causal=False, alignment="top_left", scale=None, lse=None, rng=None, what=""):
+    """Assert that `out` (and `lse`, when given) meet the accuracy rule for attention of q, k, v.
+
+    q, k, v, out: (..., H, L, E) (BHSD-ordered views) or (L, E); lse: (..., H, Lq) float32. `rng` (the
+    test's Rng) puts the seed to replay the inputs in the failure message. Returns (error, tolerance).
+    """
+    where = f"{what}: " if what else ""
+    replay = f" [inputs from {rng!r}]" if rng is not None else ""
+    ref_o, ref_lse = reference(q, k, v, causal, alignment, scale)
+    assert out.shape == ref_o.shape and out.dtype == q.dtype, (
+        f"{where}O is {tuple(out.shape)} {out.dtype}, expected {tuple(ref_o.shape)} {q.dtype}{replay}")
+    base_err = max_abs_error(baseline(q, k, v, causal, alignment, scale), ref_o)
+    magnitude = ref_o.abs().max().item() if ref_o.numel() else 0.0
+    tol = _lib.output_tolerance(DTYPE_CODES[q.dtype], base_err, magnitude)
+    err = max_abs_error(out, ref_o)
+    assert err <= tol, (f"{where}max |O - O_f64| = {err:.4g} > tolerance {tol:.4g} ({q.dtype}, baseline error "
+                        f"{base_err:.4g}, max |O_f64| {magnitude:.4g}){replay}")
+    if lse is not None:
+        check_lse(lse, ref_lse, rng=rng, what=what)
+    return err, tol
+
+
+def check_lse(lse, ref_lse, rng=None, what=""):
+    """lse float32 within lse_tolerance of the float64 one; -inf exactly where the reference is -inf."""
+    where = f"{what}: " if what else ""
+    replay = f" [inputs from {rng!r}]" if rng is not None else ""
+    assert lse.shape == ref_lse.shape and lse.dtype == torch.float32, (
+        f"{where}lse is {tuple(lse.shape)} {lse.dtype}, expected {tuple(ref_lse.shape)} torch.float32{replay}")
+    has_key = torch.isfinite(ref_lse)
+    assert not torch.isnan(lse).any() and not torch.isposinf(lse).any(), f"{where}lse has NaN or +inf{replay}"
+    assert torch.equal(torch.isneginf(lse), ~has_key), (
+        f"{where}lse is -inf on {int(torch.isneginf(lse).sum())} rows, the reference on "
+        f"{int((~has_key).sum())} (rows with no visible key), and the rows differ{replay}")
+    if has_key.any():
+        magnitude = ref_lse[has_key].abs().max().item()
+        err = (lse.double() - ref_lse)[has_key].abs().max().item()
+    else:
+        magnitude, err = 0.0, 0.0
+    tol = _lib.lse_tolerance(magnitude)
+    assert err <= tol, f"{where}max |lse - lse_f64| = {err:.4g} > tolerance {tol:.4g} (max |lse_f64| {magnitude:.4g}){replay}"

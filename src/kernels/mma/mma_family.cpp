@@ -1,0 +1,64 @@
+// The sm_80 tensor-core family in the registry: what it supports (a tile-table row for the head_dim,
+// shared memory, alignment, grid size) and its entry points.
+#include <cstdint>
+#include <string>
+
+#include "kernels/family.hpp"
+#include "kernels/mma/mma_config.hpp"
+#include "kernels/mma/mma_dispatch.hpp"
+
+#ifndef EVOSDPA_CUDA_ARCHS
+#error "EVOSDPA_CUDA_ARCHS (the CUDA targets this family's kernels are compiled for) is set by src/sources.cmake"
+#endif
+
+namespace evosdpa::detail {
+namespace {
+
+// cp.async copies and the output stores move 16-byte chunks: every row start must be 16-byte aligned.
+constexpr int64_t kChunkBytes = 16;
+constexpr long long kMaxGridX = INT32_MAX;
+
+FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  const std::string who = "mma_sm80: ";
+  const auto refuse = [](std::string message) {
+    return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::move(message))};
+  };
+  // The instantiations (inst/) are fp16 and bf16 only; a dtype added to the C ABI gets the reference
+  // kernel until this family learns it.
+  if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
+    return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
+  const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));
+  const int variant =
+      mma_sm80::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, dev.sm_count);
+  if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
+  const mma_sm80::TileConfig& cfg = mma_sm80::kConfigs[variant];
+  const long long smem = cfg.smem_bytes(static_cast<int>(elem));
+  if (smem > dev.max_smem_per_block_optin)
+    return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+                  std::to_string(dev.max_smem_per_block_optin));
+  const int64_t chunk_elems = kChunkBytes / elem;
+  for (const TensorView& t : tensors(p)) {
+    if (t.empty()) continue;
+    if (reinterpret_cast<uintptr_t>(t.ptr) % kChunkBytes != 0)
+      return refuse(who + t.name + " is not " + std::to_string(kChunkBytes) + "-byte aligned");
+    // In elements, not bytes: stride * elem could overflow where stride alone does not.
+    for (int d = 0; d < 3; ++d)
+      if (t.sizes[d] > 1 && t.strides[d] % chunk_elems != 0)
+        return refuse(who + t.name + " " + kDimNames[d] + " stride " + std::to_string(t.strides[d]) +
+                      " is not a multiple of " + std::to_string(chunk_elems) + " elements (" +
+                      std::to_string(kChunkBytes) + " bytes)");
+  }
+  // Every factor is below 2^31, but their product can pass 2^63.
+  const __int128 blocks = static_cast<__int128>((p.seqlen_q + cfg.block_m() - 1) / cfg.block_m()) * p.batch * p.heads_q;
+  if (blocks > kMaxGridX)
+    return refuse(who + "batch * heads_q * ceil(seqlen_q / " + std::to_string(cfg.block_m()) +
+                  ") exceeds 2^31-1 blocks");
+  return {{}, variant};
+}
+
+}  // namespace
+
+extern const KernelFamily kMmaSm80Family = {"mma_sm80", EVOSDPA_CUDA_ARCHS, supports, mma_sm80::launch_variant,
+                                            mma_sm80::probe_image};
+
+}  // namespace evosdpa::detail

@@ -1,0 +1,32 @@
+#include "kernels/registry.hpp"
+
+#include <iterator>
+
+namespace evosdpa::detail {
+
+// Each family defines its KernelFamily in its own folder. Adding a family: declare it here and put it
+// in kFamilies at its place in speed order.
+extern const KernelFamily kMmaSm80Family;    // kernels/mma/mma_family.cpp
+extern const KernelFamily kReferenceFamily;  // kernels/reference/reference.cu
+
+namespace {
+
+const KernelFamily* const kFamilies[] = {&kMmaSm80Family, &kReferenceFamily};
+
+}  // namespace
+
+FamilyTable registry() { return {kFamilies, std::size(kFamilies)}; }
+
+int kernel_count() { return static_cast<int>(std::size(kFamilies)); }
+
+const char* kernel_name(int index) {
+  return index >= 0 && index < kernel_count() ? kFamilies[index]->name : nullptr;
+}
+
+const KernelFamily* find_family(std::string_view name, FamilyTable table) {
+  for (const KernelFamily* f : table)
+    if (name == f->name) return f;
+  return nullptr;
+}
+
+}  // namespace evosdpa::detail

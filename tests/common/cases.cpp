@@ -1,0 +1,96 @@
+#include "common/cases.hpp"
+
+#include <sstream>
+
+using evosdpa::host::Shape;
+
+namespace test_cases {
+
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::BHSD: return "bhsd";
+    case Layout::BSHD: return "bshd";
+    case Layout::Padded: return "padded";
+  }
+  return "?";
+}
+
+Shape shape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d, evosdpa_causal_t c, double scale) {
+  Shape s;
+  s.batch = b, s.heads_q = hq, s.heads_kv = hkv, s.seqlen_q = lq, s.seqlen_k = lk, s.head_dim = d, s.causal = c;
+  s.scale = scale;
+  return s;
+}
+
+namespace {
+const char* causal_name(evosdpa_causal_t c) {
+  return c == EVOSDPA_CAUSAL_NONE ? "full" : c == EVOSDPA_CAUSAL_TOP_LEFT ? "topleft" : "bottomright";
+}
+}  // namespace
+
+std::string describe(const KCase& c) {
+  std::ostringstream o;
+  o << c.name << "_" << evosdpa::host::dtype_name(c.dtype) << "_b" << c.s.batch << "h" << c.s.heads_q << "x"
+    << c.s.heads_kv << "_q" << c.s.seqlen_q << "k" << c.s.seqlen_k << "_d" << c.s.head_dim << "_"
+    << causal_name(c.s.causal) << "_" << layout_name(c.layout);
+  if (c.qk_sigma != 1.0) o << "_sigma" << static_cast<int>(c.qk_sigma);
+  if (!std::isnan(c.s.scale))
+    o << "_scale" << (c.s.scale < 0 ? "neg" : "") << static_cast<int>(std::abs(c.s.scale) * 100);
+  if (!c.lse) o << "_nolse";
+  return o.str();
+}
+
+std::vector<KCase> all_cases() {
+  std::vector<KCase> cases;
+  const auto F = EVOSDPA_CAUSAL_NONE, TL = EVOSDPA_CAUSAL_TOP_LEFT, BR = EVOSDPA_CAUSAL_BOTTOM_RIGHT;
+  for (auto dt : {EVOSDPA_DTYPE_FLOAT16, EVOSDPA_DTYPE_BFLOAT16}) {
+    // The five acceptance shapes (B, H, L, D, causal).
+    cases.push_back({"accept", shape(1, 8, 8, 512, 512, 64, F), dt});
+    cases.push_back({"accept", shape(1, 8, 8, 512, 512, 64, TL), dt});
+    cases.push_back({"accept", shape(2, 8, 8, 2048, 2048, 64, F), dt, Layout::BHSD, 1.0, true, 7});
+    cases.push_back({"accept", shape(2, 8, 8, 2048, 2048, 64, TL), dt, Layout::BHSD, 1.0, true, 7});
+    cases.push_back({"accept", shape(2, 8, 8, 2048, 2048, 128, F), dt, Layout::BHSD, 1.0, true, 7});
+    // Odd lengths, both head dims, with and without the causal mask.
+    for (int64_t L : {1, 17, 127, 129, 1000, 4097})
+      for (int64_t d : {64, 128})
+        for (auto c : {F, TL})
+          cases.push_back({"odd", shape(1, 2, 2, L, L, d, c), dt, Layout::BHSD, 1.0, true, L > 1000 ? 13 : 1});
+    // Lq != Lk both ways, each causal alignment.
+    for (auto [lq, lk] : {std::pair{100, 300}, {300, 100}, {1, 129}, {129, 1}, {64, 1000}, {1000, 64}})
+      for (auto c : {F, TL, BR})
+        for (int64_t d : {64, 128}) cases.push_back({"lqlk", shape(1, 2, 2, lq, lk, d, c), dt});
+    // Strided layouts.
+    for (auto layout : {Layout::BSHD, Layout::Padded})
+      for (int64_t d : {64, 128})
+        for (auto c : {F, BR}) cases.push_back({"layout", shape(2, 4, 4, 333, 271, d, c), dt, layout});
+    // Grouped-query heads.
+    cases.push_back({"gqa", shape(2, 8, 2, 257, 257, 64, BR), dt});
+    cases.push_back({"gqa", shape(1, 6, 3, 130, 190, 128, F), dt, Layout::BSHD});
+    // Large magnitudes: scores in the tens to hundreds, so the running max moves and rescales.
+    for (int64_t d : {64, 128}) {
+      cases.push_back({"large", shape(1, 2, 2, 300, 700, d, F), dt, Layout::BHSD, 6.0});
+      cases.push_back({"large", shape(1, 2, 2, 700, 300, d, TL), dt, Layout::BHSD, 6.0});
+    }
+    // Grids large enough for the default tile variant (small ones above take the small-grid variant),
+    // with tails and each causal alignment.
+    for (int64_t d : {64, 128}) {
+      cases.push_back({"biggrid", shape(4, 16, 16, 1000, 777, d, BR), dt, Layout::BHSD, 1.0, true, 7});
+      cases.push_back({"biggrid", shape(4, 16, 8, 777, 1000, d, TL), dt, Layout::BSHD, 1.0, true, 7});
+      cases.push_back({"biggrid", shape(8, 16, 16, 333, 333, d, F), dt, Layout::Padded, 1.0, true, 5});
+    }
+    // Explicit scales: a negative one, and 0 (uniform weights: O is the mean of the visible V rows);
+    // Lk = 0; no lse requested.
+    cases.push_back({"scale", shape(1, 2, 2, 200, 333, 64, F, 0.3), dt});
+    cases.push_back({"scale", shape(1, 2, 2, 200, 333, 128, TL, -0.2), dt});
+    cases.push_back({"scale", shape(1, 2, 2, 150, 170, 64, BR, 0.0), dt});
+    cases.push_back({"emptykv", shape(2, 2, 2, 37, 0, 64, F), dt});
+    cases.push_back({"emptykv", shape(1, 2, 2, 70, 0, 128, BR), dt});
+    cases.push_back({"nolse", shape(1, 3, 3, 150, 150, 128, TL), dt, Layout::BHSD, 1.0, false});
+  }
+  // Large: many blocks and tiles; sampled rows.
+  cases.push_back({"big", shape(4, 16, 16, 4096, 4096, 128, F), EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, 1.0, true, 61});
+  cases.push_back({"big", shape(4, 32, 32, 4096, 4096, 64, TL), EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, 1.0, true, 61});
+  return cases;
+}
+
+}  // namespace test_cases

@@ -1,0 +1,39 @@
+// The shape set every kernel is checked on (tests/gpu) and that the accuracy rule is proven against
+// (tests/cpu/test_accuracy_rule.cpp): one list, so the rule is shown to catch bugs on exactly the cases
+// the kernels are judged on.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "host/host_tensor.hpp"
+
+namespace test_cases {
+
+// BHSD and BSHD are contiguous; Padded is BHSD with 8 spare elements after every row and 64 after every
+// head, so no stride is a product of sizes and writes past a row would land in the padding.
+enum class Layout { BHSD, BSHD, Padded };
+const char* layout_name(Layout l);
+
+struct KCase {
+  std::string name;
+  evosdpa::host::Shape s;
+  evosdpa_dtype_t dtype = EVOSDPA_DTYPE_FLOAT16;
+  Layout layout = Layout::BHSD;
+  double qk_sigma = 1.0;
+  bool lse = true;
+  int64_t row_step = 1;  // check every row_step-th query row against the CPU (all rows must be finite)
+};
+
+evosdpa::host::Shape shape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d,
+                           evosdpa_causal_t c, double scale = std::numeric_limits<double>::quiet_NaN());
+
+// A unique, test-name-safe description of a case.
+std::string describe(const KCase& c);
+
+std::vector<KCase> all_cases();
+
+}  // namespace test_cases

@@ -1,0 +1,189 @@
+#include "cpu/fused_emulation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+using evosdpa::host::Expected;
+using evosdpa::host::Shape;
+
+namespace emulation {
+namespace {
+
+constexpr int kBlockN = 64;  // keys per tile, as in the GPU kernels
+constexpr float kLog2e = 1.4426950408889634f;
+
+const float* q_row(const Shape& s, const Expected& e, int64_t row) {
+  return &e.in.q[static_cast<size_t>(row * s.head_dim)];
+}
+const float* kv_row(const Shape& s, const std::vector<float>& t, int64_t row, int64_t j) {
+  const int64_t b = row / (s.heads_q * s.seqlen_q), h = row / s.seqlen_q % s.heads_q;
+  const int64_t hk = h / (s.heads_q / s.heads_kv);
+  return &t[static_cast<size_t>(((b * s.heads_kv + hk) * s.seqlen_k + j) * s.head_dim)];
+}
+
+// Keys a row sees with RowMaskOffBy1 planted on it: one more than the mask allows when that key exists,
+// otherwise its last visible key dropped.
+bool off_by_one_visible(const Shape& s, int64_t i, int64_t j) {
+  int64_t last = s.seqlen_k - 1;  // last key the mask lets row i see
+  if (s.causal == EVOSDPA_CAUSAL_TOP_LEFT) last = std::min(last, i);
+  if (s.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT) last = std::min(last, i + s.seqlen_k - s.seqlen_q);
+  const int64_t limit = last + 1 < s.seqlen_k ? last + 1 : last - 1;
+  return j <= limit;
+}
+
+template <typename F>
+void for_checked_rows(const Shape& s, int64_t row_step, F body) {
+  const int64_t n = s.rows();
+  const int64_t workers = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (int64_t w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      for (int64_t r = w; r < n; r += workers)
+        if ((r % s.seqlen_q) % row_step == 0) body(r);
+    });
+  for (auto& t : pool) t.join();
+}
+
+// Exact softmax weights of one row over the keys `sees` admits (0 for the others).
+template <typename Sees>
+std::vector<double> weights(const Shape& s, const Expected& e, int64_t row, Sees sees) {
+  std::vector<double> w(static_cast<size_t>(s.seqlen_k), 0.0);
+  double mx = -std::numeric_limits<double>::infinity();
+  const float* q = q_row(s, e, row);
+  for (int64_t j = 0; j < s.seqlen_k; ++j) {
+    if (!sees(j)) continue;
+    double dot = 0;
+    const float* k = kv_row(s, e.in.k, row, j);
+    for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[d]) * k[d];
+    w[static_cast<size_t>(j)] = dot * s.effective_scale();
+    mx = std::max(mx, w[static_cast<size_t>(j)]);
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < s.seqlen_k; ++j)
+    w[static_cast<size_t>(j)] = sees(j) ? std::exp(w[static_cast<size_t>(j)] - mx) : 0.0, sum += w[static_cast<size_t>(j)];
+  for (double& x : w) x = sum > 0 ? x / sum : 0.0;
+  return w;
+}
+
+std::vector<double> weighted_v(const Shape& s, const Expected& e, int64_t row, const std::vector<double>& w) {
+  std::vector<double> o(static_cast<size_t>(s.head_dim), 0.0);
+  for (int64_t j = 0; j < s.seqlen_k; ++j)
+    if (w[static_cast<size_t>(j)] != 0) {
+      const float* v = kv_row(s, e.in.v, row, j);
+      for (int64_t d = 0; d < s.head_dim; ++d) o[static_cast<size_t>(d)] += w[static_cast<size_t>(j)] * v[d];
+    }
+  return o;
+}
+
+}  // namespace
+
+const char* bug_name(Bug b) {
+  switch (b) {
+    case Bug::None: return "none";
+    case Bug::HalfRescale: return "half_rescale";
+    case Bug::Scale2Pct: return "scale_2pct";
+    case Bug::RowMaskOffBy1: return "row_mask_off_by_one";
+    case Bug::KeyDropped: return "key_dropped";
+  }
+  return "?";
+}
+
+Sites choose_sites(const Shape& s, const Expected& e) {
+  Sites sites;
+  if (s.seqlen_k == 0) return sites;
+  // Exact change of O per checked row (the mask bug) and per key (the dropped-key bug: removing key j
+  // from a row moves O by w_j / (1 - w_j) * (O - v_j)).
+  std::vector<double> row_effect(static_cast<size_t>(s.rows()), -1.0);
+  std::vector<std::vector<double>> key_effect(static_cast<size_t>(s.rows()));
+  for_checked_rows(s, e.row_step, [&](int64_t r) {
+    const int64_t i = r % s.seqlen_q;
+    const std::vector<double> w = weights(s, e, r, [&](int64_t j) { return s.visible(i, j); });
+    const std::vector<double> o = weighted_v(s, e, r, w);
+    const std::vector<double> o_bug =
+        weighted_v(s, e, r, weights(s, e, r, [&](int64_t j) { return off_by_one_visible(s, i, j); }));
+    double effect = 0;
+    for (int64_t d = 0; d < s.head_dim; ++d)
+      effect = std::max(effect, std::abs(o_bug[static_cast<size_t>(d)] - o[static_cast<size_t>(d)]));
+    row_effect[static_cast<size_t>(r)] = effect;
+    std::vector<double>& ke = key_effect[static_cast<size_t>(r)];
+    ke.assign(static_cast<size_t>(s.seqlen_k), 0.0);
+    for (int64_t j = 0; j < s.seqlen_k; ++j) {
+      const double wj = w[static_cast<size_t>(j)];
+      if (wj == 0) continue;
+      const float* v = kv_row(s, e.in.v, r, j);
+      double m = 0;
+      for (int64_t d = 0; d < s.head_dim; ++d) m = std::max(m, std::abs(o[static_cast<size_t>(d)] - v[d]));
+      ke[static_cast<size_t>(j)] = wj >= 1 ? std::numeric_limits<double>::infinity() : wj / (1 - wj) * m;
+    }
+  });
+  std::vector<double> key_max(static_cast<size_t>(s.seqlen_k), 0.0);
+  for (const auto& ke : key_effect)
+    for (size_t j = 0; j < ke.size(); ++j) key_max[j] = std::max(key_max[j], ke[j]);
+  Site& key = sites.key_dropped;
+  key.key = std::max_element(key_max.begin(), key_max.end()) - key_max.begin();
+  key.effect = key_max[static_cast<size_t>(key.key)];
+  Site& row = sites.row_mask;
+  row.row = std::max_element(row_effect.begin(), row_effect.end()) - row_effect.begin();
+  row.effect = row_effect[static_cast<size_t>(row.row)];
+  return sites;
+}
+
+Output run(const Shape& s, evosdpa_dtype_t dtype, const Expected& e, Bug bug, Site site) {
+  Output out;
+  out.o.assign(static_cast<size_t>(s.q_elems()), 0.f);
+  out.lse.assign(static_cast<size_t>(s.rows()), 0.f);
+  const float scale = static_cast<float>(s.effective_scale()) * (bug == Bug::Scale2Pct ? 1.02f : 1.f);
+  const float scale_log2 = scale * kLog2e;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for_checked_rows(s, e.row_step, [&](int64_t r) {
+    const int64_t i = r % s.seqlen_q;
+    auto sees = [&](int64_t j) {
+      if (bug == Bug::KeyDropped && j == site.key) return false;
+      if (bug == Bug::RowMaskOffBy1 && r == site.row) return off_by_one_visible(s, i, j);
+      return s.visible(i, j);
+    };
+    const float* q = q_row(s, e, r);
+    std::vector<float> acc(static_cast<size_t>(s.head_dim), 0.f), t(kBlockN);
+    float m = kNegInf, l = 0.f;
+    for (int64_t key0 = 0; key0 < s.seqlen_k; key0 += kBlockN) {
+      const int64_t n = std::min<int64_t>(kBlockN, s.seqlen_k - key0);
+      float m_new = m;
+      for (int64_t jj = 0; jj < n; ++jj) {
+        float x = kNegInf;
+        if (sees(key0 + jj)) {
+          const float* k = kv_row(s, e.in.k, r, key0 + jj);
+          float dot = 0.f;
+          for (int64_t d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
+          x = dot * scale_log2;
+        }
+        t[static_cast<size_t>(jj)] = x;
+        m_new = std::max(m_new, x);
+      }
+      if (m_new == kNegInf) continue;  // nothing visible yet
+      const float shift = bug == Bug::HalfRescale ? (m - m_new) / 2 : m - m_new;
+      const float alpha = m == kNegInf ? 0.f : std::exp2(shift);
+      l *= alpha;
+      for (float& a : acc) a *= alpha;
+      for (int64_t jj = 0; jj < n; ++jj) {
+        const float p = std::exp2(t[static_cast<size_t>(jj)] - m_new);
+        l += p;
+        const float pr = evosdpa::host::round_to(dtype, p);
+        const float* v = kv_row(s, e.in.v, r, key0 + jj);
+        for (int64_t d = 0; d < s.head_dim; ++d) acc[static_cast<size_t>(d)] += pr * v[d];
+      }
+      m = m_new;
+    }
+    float* o = &out.o[static_cast<size_t>(r * s.head_dim)];
+    if (l == 0.f) {
+      out.lse[static_cast<size_t>(r)] = kNegInf;
+      return;
+    }
+    for (int64_t d = 0; d < s.head_dim; ++d) o[d] = evosdpa::host::round_to(dtype, acc[static_cast<size_t>(d)] / l);
+    out.lse[static_cast<size_t>(r)] = (m + std::log2(l)) / kLog2e;
+  });
+  return out;
+}
+
+}  // namespace emulation

@@ -1,0 +1,98 @@
+// The accuracy rule must catch real bugs: on every case of the kernels' shape set, a CPU model of a
+// correct fused kernel passes the checker, and each planted bug (tests/cpu/fused_emulation.hpp) fails
+// it. Exceptions, each printed: a bug that cannot change the case's answer (Lk = 0; a 2% change of a zero
+// scale) must leave the output bitwise the correct one; a bug that happens not to fire on the case's
+// data (the rescale bug when no checked row's running max rises after its first tile) leaves it bitwise
+// unchanged too; and a one-key bug whose exact effect, at the worst row or key, is below one rounding of
+// max|O| is skipped (scores in the hundreds make most keys' weights vanish: no checker can tell such a
+// bug from rounding). The rescale bug, which fires on data, must be rejected wherever it changes a bit.
+// Inputs come from a fixed base seed so CI is repeatable; EVOSDPA_TEST_SEED replaces it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/cases.hpp"
+#include "cpu/fused_emulation.hpp"
+#include "host/accuracy_check.hpp"
+
+using namespace evosdpa::host;
+using namespace test_cases;
+using emulation::Bug;
+
+namespace {
+
+uint64_t seed_base() {
+  const char* env = std::getenv("EVOSDPA_TEST_SEED");
+  return env != nullptr && *env != '\0' ? base_seed() : 20261122;
+}
+
+// Whether a bug can change the checked rows' answer at all, whatever the data.
+bool can_change(Bug bug, const KCase& c) {
+  if (c.s.seqlen_k == 0) return false;  // no key to mis-handle: O = 0, lse = -inf whatever the bug
+  if (bug == Bug::Scale2Pct) return c.s.effective_scale() != 0.0;
+  return true;
+}
+
+double max_abs(const std::vector<double>& x) {
+  double m = 0;
+  for (double v : x) m = std::max(m, std::abs(v));
+  return m;
+}
+
+bool same_checked_rows(const emulation::Output& a, const emulation::Output& b) { return a.o == b.o && a.lse == b.lse; }
+
+class AccuracyRule : public ::testing::TestWithParam<KCase> {};
+
+TEST_P(AccuracyRule, AcceptsTheCorrectModelAndRejectsEveryPlantedBug) {
+  const KCase& c = GetParam();
+  const uint64_t seed = case_seed(seed_base(), describe(c));
+  const Expected e = make_expected(c.s, c.dtype, c.qk_sigma, c.row_step, seed);
+  const emulation::Output good = emulation::run(c.s, c.dtype, e, Bug::None, {});
+  const Verdict ok = check_attention(c.s, c.dtype, e, good.o, c.lse ? &good.lse : nullptr);
+  EXPECT_TRUE(ok.pass) << "correct model rejected: " << ok.message << " (seed " << seed << ")";
+  std::printf("  %-12s %s\n", "correct", ok.message.c_str());
+  const emulation::Sites sites = emulation::choose_sites(c.s, e);
+  const double rounding = (c.dtype == EVOSDPA_DTYPE_BFLOAT16 ? 0x1p-9 : 0x1p-11) * max_abs(e.ref.o);
+  for (Bug bug : emulation::kBugs) {
+    const emulation::Site site = sites.for_bug(bug);
+    const emulation::Output bad = emulation::run(c.s, c.dtype, e, bug, site);
+    const char* name = emulation::bug_name(bug);
+    if (!can_change(bug, c)) {
+      EXPECT_TRUE(same_checked_rows(bad, good)) << name << " was expected to change nothing";
+      std::printf("  %-12.12s cannot change this case\n", name);
+      continue;
+    }
+    if (same_checked_rows(bad, good)) {
+      EXPECT_EQ(bug, Bug::HalfRescale) << name << " changed nothing";
+      std::printf("  %-12.12s did not fire: no checked row's running max rises after its first tile\n", name);
+      continue;
+    }
+    const bool one_key = bug == Bug::RowMaskOffBy1 || bug == Bug::KeyDropped;
+    if (one_key && site.effect <= rounding) {
+      std::printf("  %-12.12s skipped: exact effect %.3g is below one rounding of max|O| (%.3g)\n", name,
+                  site.effect, rounding);
+      continue;
+    }
+    const Verdict v = check_attention(c.s, c.dtype, e, bad.o, c.lse ? &bad.lse : nullptr);
+    EXPECT_FALSE(v.pass) << name << " (row " << site.row << ", key " << site.key << ") passed: " << v.message
+                         << " (seed " << seed << ")";
+    std::printf("  %-12.12s %s\n", name, v.message.c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ShapeSet, AccuracyRule, ::testing::ValuesIn(all_cases()),
+                         [](const auto& info) { return describe(info.param) + "_" + std::to_string(info.index); });
+
+TEST(AccuracyRule, ToleranceIsCappedByTheOutputMagnitude) {
+  // A baseline error as large as the one the old rule allowed (S rounded to bf16) cannot open the gate.
+  EXPECT_LE(evosdpa_output_tolerance(EVOSDPA_DTYPE_BFLOAT16, 1.5, 5.0), 8 * 0x1p-9 * 5.0);
+  EXPECT_GT(evosdpa_output_tolerance(EVOSDPA_DTYPE_BFLOAT16, 1e-3, 1.0),
+            evosdpa_output_tolerance(EVOSDPA_DTYPE_FLOAT16, 1e-3, 1.0));
+  EXPECT_EQ(evosdpa_output_tolerance(EVOSDPA_DTYPE_FLOAT16, 0.0, 0.0), 0.0);  // Lk = 0: exactly zero
+  EXPECT_GE(evosdpa_lse_tolerance(100.0), 1e-2);
+}
+
+}  // namespace
