@@ -21,5 +21,6 @@ set(EVOSDPA_SOURCES
 # build with CMAKE_CUDA_ARCHITECTURES; one restricted to other targets (e.g. CUDA_ARCHITECTURES 90a on
 # its .cu files) passes that list instead. ';' separates CMake list items, so it is passed as ','.
 string(REPLACE ";" "," EVOSDPA_CUDA_ARCHS_ALL "${CMAKE_CUDA_ARCHITECTURES}")
-set_source_files_properties(src/kernels/mma/mma_family.cpp src/kernels/reference/reference.cu
+set_source_files_properties(
+  ${CMAKE_CURRENT_LIST_DIR}/kernels/mma/mma_family.cpp ${CMAKE_CURRENT_LIST_DIR}/kernels/reference/reference.cu
   PROPERTIES COMPILE_DEFINITIONS "EVOSDPA_CUDA_ARCHS=\"${EVOSDPA_CUDA_ARCHS_ALL}\"")

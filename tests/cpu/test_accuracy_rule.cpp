@@ -67,7 +67,7 @@ TEST_P(AccuracyRule, AcceptsTheCorrectModelAndRejectsEveryPlantedBug) {
     }
     if (same_checked_rows(bad, good)) {
       EXPECT_EQ(bug, Bug::HalfRescale) << name << " changed nothing";
-      std::printf("  %-12.12s did not fire: no checked row's running max rises after its first tile\n", name);
+      std::printf("  %-12.12s did not fire: every checked row sees one tile, or its running max never rises after the first\n", name);
       continue;
     }
     const bool one_key = bug == Bug::RowMaskOffBy1 || bug == Bug::KeyDropped;
