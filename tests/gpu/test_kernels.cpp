@@ -54,6 +54,9 @@ TEST_P(KernelVsCpu, MatchesFloat64Reference) {
   const std::vector<float> out = prob.output();
   const std::vector<float> lse = c.lse ? prob.lse() : std::vector<float>{};
   const Verdict v = check_attention(c.s, c.dtype, e, out, c.lse ? &lse : nullptr);
+  // In --gtest_output=xml reports: how close each kernel comes to the allowed error.
+  RecordProperty("error", std::to_string(v.error));
+  RecordProperty("tolerance", std::to_string(v.tolerance));
   EXPECT_TRUE(v.pass) << v.message << " (EVOSDPA_TEST_SEED=" << run_seed() << ")";
   if (c.layout == Layout::Padded) {
     // Elements outside the tensor keep their poison: nothing was written past a row or a head.
