@@ -14,6 +14,18 @@ set(EVOSDPA_SOURCES
   src/kernels/mma/inst/mma_fp16_d128.cu
   src/kernels/mma/inst/mma_bf16_d64.cu
   src/kernels/mma/inst/mma_bf16_d128.cu
+  src/kernels/wgmma/wgmma_family.cpp
+  src/kernels/wgmma/tma_map.cpp
+)
+
+# The Hopper family's kernels: compiled for sm_90a only (wgmma, setmaxnreg), whatever
+# CMAKE_CUDA_ARCHITECTURES says; their host-side family (above) is ordinary C++.
+set(EVOSDPA_SM90A_SOURCES
+  src/kernels/wgmma/wgmma_dispatch.cu
+  src/kernels/wgmma/inst/wgmma_fp16_d64.cu
+  src/kernels/wgmma/inst/wgmma_fp16_d128.cu
+  src/kernels/wgmma/inst/wgmma_bf16_d64.cu
+  src/kernels/wgmma/inst/wgmma_bf16_d128.cu
 )
 
 # Each kernel family's CUDA targets, compiled into the file that defines its KernelFamily
@@ -24,3 +36,5 @@ string(REPLACE ";" "," EVOSDPA_CUDA_ARCHS_ALL "${CMAKE_CUDA_ARCHITECTURES}")
 set_source_files_properties(
   ${CMAKE_CURRENT_LIST_DIR}/kernels/mma/mma_family.cpp ${CMAKE_CURRENT_LIST_DIR}/kernels/reference/reference.cu
   PROPERTIES COMPILE_DEFINITIONS "EVOSDPA_CUDA_ARCHS=\"${EVOSDPA_CUDA_ARCHS_ALL}\"")
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/kernels/wgmma/wgmma_family.cpp
+  PROPERTIES COMPILE_DEFINITIONS "EVOSDPA_CUDA_ARCHS=\"90a\"")

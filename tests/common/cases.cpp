@@ -40,6 +40,8 @@ std::string describe(const KCase& c) {
   return o.str();
 }
 
+void PrintTo(const KCase& c, std::ostream* os) { *os << describe(c); }
+
 std::vector<KCase> all_cases() {
   std::vector<KCase> cases;
   const auto F = EVOSDPA_CAUSAL_NONE, TL = EVOSDPA_CAUSAL_TOP_LEFT, BR = EVOSDPA_CAUSAL_BOTTOM_RIGHT;

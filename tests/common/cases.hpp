@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,8 @@ evosdpa::host::Shape shape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64
 std::string describe(const KCase& c);
 
 std::vector<KCase> all_cases();
+
+// GoogleTest prints a parameter with this (instead of its bytes).
+void PrintTo(const KCase& c, std::ostream* os);
 
 }  // namespace test_cases

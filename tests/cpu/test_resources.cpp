@@ -11,6 +11,7 @@
 
 #include "host/ptxas_report.hpp"
 #include "kernels/mma/mma_config.hpp"
+#include "kernels/wgmma/wgmma_config.hpp"
 
 using namespace evosdpa::host;
 
@@ -19,11 +20,15 @@ namespace {
 TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   const auto kernels = load_ptxas_logs(EVOSDPA_PTXAS_LOG_DIR);
   ASSERT_FALSE(kernels.empty()) << "no ptxas output in " << EVOSDPA_PTXAS_LOG_DIR;
-  std::set<std::string> mma;
-  for (const auto& k : kernels)
+  std::set<std::string> mma, wgmma;
+  for (const auto& k : kernels) {
     if (k.function.find("mma_sm80") != std::string::npos) mma.insert(k.function);
+    if (k.function.find("wgmma_sm90") != std::string::npos && k.arch == "sm_90a") wgmma.insert(k.function);
+  }
   EXPECT_EQ(mma.size(), 2u * evosdpa::detail::mma_sm80::kConfigCount)
       << "expected fp16 and bf16 instantiations of every tile-table row";
+  EXPECT_EQ(wgmma.size(), 2u * evosdpa::detail::wgmma_sm90::kConfigCount)
+      << "expected fp16 and bf16 sm_90a instantiations of every Hopper tile-table row";
   for (const auto& v : gate_violations(kernels)) ADD_FAILURE() << v;
   std::cout << report_table(kernels);
 }

@@ -134,7 +134,7 @@ TEST(DeviceApi, EmptyKeysGiveZerosAndMinusInfinity) {
   DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 4), true);
   auto p = prob.params();
   p.k = p.v = nullptr;  // empty tensors may be null, as PyTorch gives them
-  for (const char* kernel : {"mma_sm80", "reference"}) {
+  for (const char* kernel : {"mma_sm80", "wgmma_sm90", "reference"}) {
     prob.poison();
     const auto r = evosdpa::attention_forward(p, nullptr, kernel);
     ASSERT_TRUE(r.ok()) << r.message;

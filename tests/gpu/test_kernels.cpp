@@ -75,7 +75,7 @@ TEST_P(KernelVsCpu, MatchesFloat64Reference) {
 std::vector<std::tuple<std::string, KCase>> params_for_all_kernels() {
   std::vector<std::tuple<std::string, KCase>> out;
   for (const auto& c : all_cases())
-    for (const char* k : {"mma_sm80", "reference"}) out.emplace_back(k, c);
+    for (const char* k : {"mma_sm80", "wgmma_sm90", "reference"}) out.emplace_back(k, c);
   return out;
 }
 
@@ -86,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(All, KernelVsCpu, ::testing::ValuesIn(params_for_all_ke
                          });
 
 TEST(Determinism, HundredRunsAreBitwiseEqual) {
-  for (const char* kernel : {"mma_sm80", "reference"}) {
+  for (const char* kernel : {"mma_sm80", "wgmma_sm90", "reference"}) {
     const Shape s = shape(2, 8, 8, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT);
     const Inputs in = random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, case_seed(run_seed(), "determinism"));
     DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, in, true);

@@ -1,0 +1,24 @@
+// TMA tensor maps for the Hopper family: a [batch, heads, seq, head_dim] tensor with element strides,
+// tiled as boxes of 64 head-dim columns (128 bytes, one 128B-swizzle atom) by `box_rows` sequence rows.
+// Encoded on the host per call (no allocation, so the call stays graph-capturable) and passed to the
+// kernel as a __grid_constant__ parameter.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace evosdpa::detail::wgmma_sm90 {
+
+struct TensorGeometry {
+  const void* ptr;
+  int64_t batch, heads, seqlen, head_dim;
+  int64_t batch_stride, head_stride, seq_stride;  // elements; head_dim is contiguous
+};
+
+// cudaSuccess, or the error that stopped the encoding (cudaErrorInvalidValue when the driver refused
+// the map: selection's supports() keeps that from happening for accepted calls).
+cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtensorMapDataType dtype, int box_rows);
+
+}  // namespace evosdpa::detail::wgmma_sm90

@@ -1,0 +1,63 @@
+// The Hopper family in the registry (wgmma + TMA + warp specialisation, sm_90a): what it supports (TMA's
+// rules on addresses and strides, shared memory, grid size) and its entry points. Registered after
+// mma_sm80, so "auto" does not pick it until it is measured faster (docs/perf-log.md); by name it runs.
+#include <cstdint>
+#include <string>
+
+#include "kernels/family.hpp"
+#include "kernels/wgmma/wgmma_config.hpp"
+#include "kernels/wgmma/wgmma_dispatch.hpp"
+
+#ifndef EVOSDPA_CUDA_ARCHS
+#error "EVOSDPA_CUDA_ARCHS (the CUDA targets this family's kernels are compiled for) is set by src/sources.cmake"
+#endif
+
+namespace evosdpa::detail {
+namespace {
+
+// TMA reads from 16-byte-aligned addresses with strides that are non-zero multiples of 16 bytes below
+// 2^40; the output is written with 4-byte stores of element pairs.
+constexpr int64_t kTmaAlign = 16;
+constexpr int64_t kMaxTmaStride = int64_t{1} << 40;
+constexpr long long kMaxGridX = INT32_MAX;
+
+FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  const std::string who = "wgmma_sm90: ";
+  const auto refuse = [](std::string message) {
+    return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::move(message))};
+  };
+  if (dev.cc_major != 9) return refuse(who + "needs a Hopper GPU (compute capability 9.x)");
+  if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
+    return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
+  const int variant = wgmma_sm90::config_index(static_cast<int>(p.head_dim));
+  if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
+  const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes();
+  if (smem > dev.max_smem_per_block_optin)
+    return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+                  std::to_string(dev.max_smem_per_block_optin));
+  const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));
+  for (const TensorView& t : tensors(p)) {
+    if (t.empty()) continue;
+    if (reinterpret_cast<uintptr_t>(t.ptr) % kTmaAlign != 0)
+      return refuse(who + t.name + " is not " + std::to_string(kTmaAlign) + "-byte aligned");
+    for (int d = 0; d < 3; ++d) {
+      if (t.sizes[d] <= 1) continue;
+      if (t.strides[d] == 0 || t.strides[d] % (kTmaAlign / elem) != 0 || t.strides[d] >= kMaxTmaStride / elem)
+        return refuse(who + t.name + " " + kDimNames[d] + " stride " + std::to_string(t.strides[d]) +
+                      " is not a non-zero multiple of " + std::to_string(kTmaAlign / elem) +
+                      " elements below 2^40 bytes (TMA)");
+    }
+  }
+  const __int128 blocks = static_cast<__int128>((p.seqlen_q + wgmma_sm90::TileConfig::kBlockM - 1) /
+                                                wgmma_sm90::TileConfig::kBlockM) *
+                          p.batch * p.heads_q;
+  if (blocks > kMaxGridX) return refuse(who + "batch * heads_q * ceil(seqlen_q / 128) exceeds 2^31-1 blocks");
+  return {{}, variant};
+}
+
+}  // namespace
+
+extern const KernelFamily kWgmmaSm90Family = {"wgmma_sm90", EVOSDPA_CUDA_ARCHS, supports,
+                                              wgmma_sm90::launch_variant, wgmma_sm90::probe_image};
+
+}  // namespace evosdpa::detail

@@ -1,0 +1,282 @@
+// The Hopper attention forward kernel: one CTA per 128 query rows of one (batch, head), three warpgroups.
+//   Producer (warpgroup 0, one thread): TMA loads of the Q tile once, then K and V tiles into a ring of
+//     `stages` buffers, each filling a "full" mbarrier and waiting on the stage's "empty" one.
+//   Consumers (warpgroups 1 and 2, 64 query rows each): per K/V tile, S = Q.K^T by wgmma from shared
+//     memory, mask, online softmax in registers, P converted in place to wgmma A fragments, O += P.V by
+//     wgmma with P from registers; then release the stage. O is normalised once at the end.
+// Registers move from the producer to the consumers with setmaxnreg (40 + 2 x 232 per thread = 64.5K).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/kernel_params.hpp"
+#include "kernels/wgmma/ptx.cuh"
+#include "kernels/wgmma/wgmma_config.hpp"
+#include "kernels/wgmma/wgmma_ops.cuh"
+
+namespace evosdpa::detail::wgmma_sm90 {
+
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;
+static_assert(128 * (kProducerRegs + TileConfig::kConsumers * kConsumerRegs) <= 65536, "register file");
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// What one CTA computes, and how many K/V tiles its rows see (causal: up to the last row's diagonal).
+struct Work {
+  int q0, head, batch, n_tiles;
+};
+
+template <int kBlockN>
+__device__ __forceinline__ Work work_of(const KernelParams& p) {
+  constexpr int BM = TileConfig::kBlockM;
+  const int q_blocks = (p.seqlen_q + BM - 1) / BM;
+  const int heads = p.batch * p.heads_q;
+  const int bid = static_cast<int>(blockIdx.x);
+  int qb, bh;
+  if (p.causal) {  // the longest query blocks (the last ones) first, so the wave does not end on them
+    qb = q_blocks - 1 - bid / heads;
+    bh = bid % heads;
+  } else {  // the query blocks of one head side by side: they read the same K and V through L2
+    qb = bid % q_blocks;
+    bh = bid / q_blocks;
+  }
+  Work w;
+  w.q0 = qb * BM;
+  w.head = bh % p.heads_q;
+  w.batch = bh / p.heads_q;
+  int keys = p.seqlen_k;
+  if (p.causal) keys = min(keys, max(0, min(w.q0 + BM, p.seqlen_q) + p.causal_offset));
+  w.n_tiles = (keys + kBlockN - 1) / kBlockN;
+  return w;
+}
+
+// Shared memory: Q, the K ring, the V ring (each tile D/64 blocks of [rows x 64 columns], 1024-byte
+// aligned), then the mbarriers.
+template <int kIndex>
+struct Smem {
+  static constexpr TileConfig kCfg = kConfigs[kIndex];
+  // The table's sizes as constants device code can read (its constexpr functions are host functions).
+  static constexpr int kQBytes = kCfg.q_bytes();
+  static constexpr int kTileBytes = kCfg.kv_tile_bytes();
+  static constexpr int kBarriers = kCfg.barrier_offset();
+  static constexpr int kDBlocks = kCfg.d_blocks();
+  uint32_t base;
+  __device__ uint32_t q() const { return base; }
+  __device__ uint32_t k(int stage) const { return base + kQBytes + stage * kTileBytes; }
+  __device__ uint32_t v(int stage) const { return k(kCfg.stages) + stage * kTileBytes; }
+  __device__ uint32_t q_full() const { return base + kBarriers; }
+  __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
+  __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + kCfg.stages + stage); }
+  __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * kCfg.stages + stage); }
+};
+
+// ---- producer -------------------------------------------------------------------------------------
+template <int kIndex>
+__device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const Work& w,
+                        int kv_head, const Smem<kIndex>& sm) {
+  using S = Smem<kIndex>;
+  constexpr TileConfig kCfg = kConfigs[kIndex];
+  constexpr int kBlockBytes = kCfg.block_n * 128;  // one 64-column block of a K or V tile
+  mbar_expect_tx(sm.q_full(), S::kQBytes);
+  for (int b = 0; b < S::kDBlocks; ++b)
+    tma_load(sm.q() + b * TileConfig::kBlockM * 128, tq, sm.q_full(), 64 * b, w.q0, w.head, w.batch);
+  for (int t = 0; t < w.n_tiles; ++t) {
+    const int s = t % kCfg.stages;
+    if (t >= kCfg.stages) mbar_wait(sm.empty(s), (t / kCfg.stages - 1) & 1);
+    const int key0 = t * kCfg.block_n;
+    mbar_expect_tx(sm.k_full(s), S::kTileBytes);
+    for (int b = 0; b < S::kDBlocks; ++b)
+      tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), 64 * b, key0, kv_head, w.batch);
+    mbar_expect_tx(sm.v_full(s), S::kTileBytes);
+    for (int b = 0; b < S::kDBlocks; ++b)
+      tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), 64 * b, key0, kv_head, w.batch);
+  }
+}
+
+// ---- consumer -------------------------------------------------------------------------------------
+// The thread's accumulator element i of an m64nN wgmma sits in row 16*warp + lane/4 + 8*((i>>1)&1) and
+// column 8*(i>>2) + 2*(lane%4) + (i&1) of its warpgroup's 64 x N tile.
+
+// Scores of keys a row may not see become -inf: keys past seqlen_k (TMA filled them with zeros) and,
+// with a causal mask, keys past the row's diagonal.
+template <int kBlockN>
+__device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelParams& p, int key0, int row_lo,
+                                          int lane) {
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) {
+    const int key = key0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+    const int row = row_lo + 8 * ((i >> 1) & 1);
+    if (key >= p.seqlen_k || (p.causal && key > row + p.causal_offset)) s[i] = -INFINITY;
+  }
+}
+
+// Online softmax over one tile for the thread's two rows, S already scaled to the log2 domain: raise the
+// running max m, rescale O and the partial row sums l by 2^(m_old - m_new), turn S into P = 2^(S - m_new).
+// A row that has seen only masked keys keeps m = -inf and exponentiates against 0: P = 0, never NaN.
+// The four lanes of a row hold disjoint columns: the max is shared among them, l stays partial.
+template <int kBlockN, int D>
+__device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
+  float base[2], alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    const float m_new = fmaxf(m[r], tile_max[r]);
+    base[r] = m_new == -INFINITY ? 0.f : m_new;
+    alpha[r] = fast_exp2(m[r] - base[r]);
+    m[r] = m_new;
+    l[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) {
+    s[i] = fast_exp2(s[i] - base[(i >> 1) & 1]);
+    l[(i >> 1) & 1] += s[i];
+  }
+}
+
+// P as the A operand of O += P.V: k-step kk (keys 16kk..16kk+15) is the accumulator elements
+// 8kk..8kk+7 paired in order, the same fragment layout, so no data moves between threads.
+template <typename T, int kBlockN>
+__device__ __forceinline__ void to_fragments(const float (&s)[kBlockN / 2], uint32_t (&a)[kBlockN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[kk][j] = pack2<T>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+}
+
+// Normalise the warpgroup's 64 rows of O and write them (rows past seqlen_q are not), and the lse.
+template <typename T, int D>
+__device__ __forceinline__ void store_output(const KernelParams& p, const Work& w, int row_lo, int lane,
+                                             const float (&o)[D / 2], const float (&m)[2], float (&l)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const int row = row_lo + 8 * r;
+    if (row >= p.seqlen_q) continue;
+    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
+    T* out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride +
+             static_cast<int64_t>(row) * p.o_seq_stride;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      const int i = 4 * c + 2 * r;
+      *reinterpret_cast<uint32_t*>(out + 8 * c + 2 * (lane & 3)) = pack2<T>(o[i] * inv, o[i + 1] * inv);
+    }
+    if (p.lse != nullptr && (lane & 3) == 0)
+      p.lse[(static_cast<int64_t>(w.batch) * p.heads_q + w.head) * p.seqlen_q + row] =
+          l[r] > 0.f ? (m[r] + __log2f(l[r])) * 0.6931471805599453f : -INFINITY;
+  }
+}
+
+template <typename T, int kIndex>
+__device__ void consume(const KernelParams& p, const Work& w, int consumer, const Smem<kIndex>& sm) {
+  constexpr TileConfig kCfg = kConfigs[kIndex];
+  constexpr int D = kCfg.head_dim, BN = kCfg.block_n;
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int row0 = w.q0 + 64 * consumer;               // the warpgroup's first query row
+  const int row_lo = row0 + 16 * warp + lane / 4;      // the thread's rows: row_lo, row_lo + 8
+  const uint32_t q_rows = sm.q() + consumer * 64 * 128;  // its 64 rows within each 64-column block of Q
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  mbar_wait(sm.q_full(), 0);
+
+  for (int it = 0; it < w.n_tiles; ++it) {
+    const int s = it % kCfg.stages;
+    const uint32_t phase = (it / kCfg.stages) & 1;
+    const int key0 = it * BN;
+    // S = Q.K^T: D/16 k-steps; k-step kk is 32 bytes into 64-column block kk/4 of both operands.
+    float sc[BN / 2];
+    mbar_wait(sm.k_full(s), phase);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t step = (kk & 3) * 32;
+      const uint64_t a = matrix_desc(q_rows + (kk >> 2) * TileConfig::kBlockM * 128 + step, 16, 1024);
+      const uint64_t b = matrix_desc(sm.k(s) + (kk >> 2) * BN * 128 + step, 16, 1024);
+      mma_ss<BN, T>(sc, a, b, kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+
+    // Scale before masking: -inf times a negative or zero scale would be +inf or NaN.
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) sc[i] *= p.scale_log2;
+    if (key0 + BN > p.seqlen_k || (p.causal && key0 + BN - 1 > row0 + p.causal_offset))
+      mask_tile<BN>(sc, p, key0, row_lo, lane);
+    softmax_step<BN, D>(sc, o, m, l);
+    uint32_t pa[BN / 16][4];
+    to_fragments<T, BN>(sc, pa);
+
+    // O += P.V: V is [keys][D], so B is N-major (transpose bit): 8-key groups 1024 bytes apart, 64-column
+    // blocks BN*128 bytes apart, 16 keys (2048 bytes) per k-step.
+    mbar_wait(sm.v_full(s), phase);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) mma_rs<D, T>(o, pa[kk], matrix_desc(sm.v(s) + kk * 2048, BN * 128, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();
+    mbar_arrive(sm.empty(s));
+  }
+  store_output<T, D>(p, w, row_lo, lane, o, m, l);
+}
+
+template <typename T, int kIndex>
+__global__ void __launch_bounds__(TileConfig::kThreads, 1)
+    attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                     const __grid_constant__ CUtensorMap tm_v, const KernelParams p) {
+  constexpr TileConfig kCfg = kConfigs[kIndex];
+  extern __shared__ uint8_t smem_raw[];
+  const Smem<kIndex> sm{(smem_addr(smem_raw) + 1023u) & ~1023u};  // the 128B swizzle repeats every 1024 bytes
+  const Work w = work_of<kCfg.block_n>(p);
+  if (threadIdx.x == 0) {
+    mbar_init(sm.q_full(), 1);
+    for (int s = 0; s < kCfg.stages; ++s) {
+      mbar_init(sm.k_full(s), 1);
+      mbar_init(sm.v_full(s), 1);
+      mbar_init(sm.empty(s), TileConfig::kConsumers * 128);  // every consumer thread releases the stage
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    regs_release<kProducerRegs>();
+    if (threadIdx.x == 0) produce<kIndex>(&tm_q, &tm_k, &tm_v, w, w.head / p.kv_group, sm);
+  } else {
+    regs_claim<kConsumerRegs>();
+    consume<T, kIndex>(p, w, wg - 1, sm);
+  }
+}
+
+}  // namespace evosdpa::detail::wgmma_sm90

@@ -1,0 +1,57 @@
+// Launch of one (dtype, head_dim) instantiation of the Hopper kernel: the three TMA tensor maps are
+// encoded on the host for this call and passed by value (__grid_constant__), so nothing is allocated and
+// the call can be captured in a CUDA graph. Included by the explicit instantiation files in inst/.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "kernels/wgmma/tma_map.hpp"
+#include "kernels/wgmma/wgmma_kernel.cuh"
+
+namespace evosdpa::detail::wgmma_sm90 {
+
+// One CTA per 128 query rows of each (batch, head), in 64 bits; supports() keeps it <= 2^31-1.
+inline int64_t grid_blocks(const KernelParams& p) {
+  return (static_cast<int64_t>(p.seqlen_q) + TileConfig::kBlockM - 1) / TileConfig::kBlockM * p.batch * p.heads_q;
+}
+
+template <typename T, int kIndex>
+cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
+  constexpr TileConfig cfg = kConfigs[kIndex];
+  const CUtensorMapDataType dtype =
+      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const int heads_kv = p.heads_q / p.kv_group;
+  CUtensorMap tq, tk, tv;
+  cudaError_t err = encode_tensor_map(
+      tq, {p.q, p.batch, p.heads_q, p.seqlen_q, cfg.head_dim, p.q_batch_stride, p.q_head_stride, p.q_seq_stride},
+      dtype, TileConfig::kBlockM);
+  if (err != cudaSuccess) return err;
+  if (p.seqlen_k > 0) {
+    err = encode_tensor_map(
+        tk, {p.k, p.batch, heads_kv, p.seqlen_k, cfg.head_dim, p.k_batch_stride, p.k_head_stride, p.k_seq_stride},
+        dtype, cfg.block_n);
+    if (err == cudaSuccess)
+      err = encode_tensor_map(
+          tv, {p.v, p.batch, heads_kv, p.seqlen_k, cfg.head_dim, p.v_batch_stride, p.v_head_stride, p.v_seq_stride},
+          dtype, cfg.block_n);
+    if (err != cudaSuccess) return err;
+  } else {
+    tk = tv = tq;  // no key tile is loaded when seqlen_k = 0 (a map of an empty tensor cannot be encoded)
+  }
+  constexpr int smem = cfg.smem_bytes();
+  err = cudaFuncSetAttribute(attention_kernel<T, kIndex>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  attention_kernel<T, kIndex><<<static_cast<unsigned>(grid_blocks(p)), TileConfig::kThreads, smem, stream>>>(
+      tq, tk, tv, p);
+  return cudaGetLastError();
+}
+
+// KernelFamily::probe_image on this instantiation (see mma_launch.cuh).
+template <typename T, int kIndex>
+cudaError_t kernel_attributes(cudaFuncAttributes* attr) {
+  return cudaFuncGetAttributes(attr, attention_kernel<T, kIndex>);
+}
+
+}  // namespace evosdpa::detail::wgmma_sm90
