@@ -60,13 +60,19 @@ Selection select_kernel(const evosdpa_params_t& p, const DeviceInfo& dev, const 
                                            "; evosdpa needs 8.0 (sm_80) or newer")};
   if (!is_auto(requested)) return try_family(*find_family(requested, families), p, dev);
   std::string reasons;
+  Selection passed_over;  // the first family that supports the call but left it to a later one
   for (const KernelFamily* f : families) {
     Selection s = try_family(*f, p, dev);
+    if (s.check.ok() && f->auto_prefers != nullptr && !f->auto_prefers(p, dev)) {
+      if (passed_over.family == nullptr) passed_over = std::move(s);
+      continue;
+    }
     // NOT_SUPPORTED passes the call on to the next family; anything else (a failed CUDA query) is an
     // error of its own, not a reason to run something slower.
     if (s.check.status != EVOSDPA_ERROR_NOT_SUPPORTED) return s;
     reasons += (reasons.empty() ? "" : "; ") + s.check.message;
   }
+  if (passed_over.family != nullptr) return passed_over;
   return {fail(EVOSDPA_ERROR_NOT_SUPPORTED, "no kernel supports these arguments: " + reasons)};
 }
 

@@ -45,6 +45,10 @@ struct KernelFamily {
   // cuda_archs cannot tell ("native", "all"). cudaErrorInvalidDeviceFunction or
   // cudaErrorNoKernelImageForDevice mean it does not.
   cudaError_t (*probe_image)();
+  // For "auto" only: whether the family should take a call it supports, or leave it to a later family
+  // in the table that measured faster there (nullptr: always take it). A family passed over still runs
+  // by name, and "auto" comes back to it when no later family supports the call.
+  bool (*auto_prefers)(const evosdpa_params_t& p, const DeviceInfo& dev);
 };
 
 // Families in selection order, fastest first: "auto" takes the first that supports the call.

@@ -68,12 +68,12 @@ TEST(CApi, StatusStringsAndKernelNames) {
   EXPECT_STREQ(evosdpa_status_string(EVOSDPA_ERROR_NO_DEVICE), "EVOSDPA_ERROR_NO_DEVICE");
   EXPECT_STREQ(evosdpa_status_string(static_cast<evosdpa_status_t>(99)), "EVOSDPA_UNKNOWN_STATUS");
   ASSERT_EQ(evosdpa_kernel_count(), 3);
-  EXPECT_STREQ(evosdpa_kernel_name(0), "mma_sm80");
-  EXPECT_STREQ(evosdpa_kernel_name(1), "wgmma_sm90");
+  EXPECT_STREQ(evosdpa_kernel_name(0), "wgmma_sm90");
+  EXPECT_STREQ(evosdpa_kernel_name(1), "mma_sm80");
   EXPECT_STREQ(evosdpa_kernel_name(2), "reference");
   EXPECT_EQ(evosdpa_kernel_name(3), nullptr);
   EXPECT_EQ(evosdpa_kernel_name(-1), nullptr);
-  EXPECT_EQ(evosdpa::kernel_names(), (std::vector<std::string>{"mma_sm80", "wgmma_sm90", "reference"}));
+  EXPECT_EQ(evosdpa::kernel_names(), (std::vector<std::string>{"wgmma_sm90", "mma_sm80", "reference"}));
 }
 
 TEST(CApi, ParamsInitAndStrideHelpers) {

@@ -33,10 +33,9 @@ TEST(Registry, NamesAreUniqueAndComeFromTheTable) {
 }
 
 TEST(Registry, SelectionOrder) {
-  // wgmma_sm90 stays behind mma_sm80 until measured faster, so "auto" does not pick it yet.
   ASSERT_EQ(kernel_count(), 3);
-  EXPECT_STREQ(kernel_name(0), "mma_sm80");
-  EXPECT_STREQ(kernel_name(1), "wgmma_sm90");
+  EXPECT_STREQ(kernel_name(0), "wgmma_sm90");
+  EXPECT_STREQ(kernel_name(1), "mma_sm80");
   EXPECT_STREQ(kernel_name(2), "reference");
   EXPECT_STREQ(find_family("wgmma_sm90")->cuda_archs, "90a");
 }

@@ -46,11 +46,41 @@ TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
     for (int64_t d : {64, 128}) {
       const auto s = select_any_arch(valid_params(2, 8, 1000, 777, d), dev, "auto");
       ASSERT_TRUE(s.check.ok()) << s.check.message;
-      EXPECT_EQ(name_of(s), "mma_sm80");
+      EXPECT_EQ(name_of(s), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
     }
   }
-  EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), nullptr)), "mma_sm80");
-  EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), "")), "mma_sm80");
+  EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), nullptr)), "wgmma_sm90");
+  EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), "")), "wgmma_sm90");
+}
+
+TEST(Selection, AutoLeavesLessThanAWaveToTheSmallGridVariant) {
+  auto h100 = device(9, 0);
+  h100.sm_count = 132;
+  // (1, 8, 512, 64): 32 CTAs of 128 rows on 132 SMs: mma_sm80's small-grid variant runs it faster.
+  auto small = valid_params(1, 8, 512, 512, 64);
+  EXPECT_EQ(name_of(select_any_arch(small, h100, "auto")), "mma_sm80");
+  EXPECT_EQ(name_of(select_any_arch(small, h100, "wgmma_sm90")), "wgmma_sm90");  // by name it runs
+  // 4 x 16 x 4096 rows: 2048 CTAs.
+  EXPECT_EQ(name_of(select_any_arch(valid_params(4, 16, 4096, 4096, 128), h100, "auto")), "wgmma_sm90");
+  // A family passed over is still the answer when no later one supports the call: here, none follows.
+  KernelFamily wgmma = *find_family("wgmma_sm90");
+  wgmma.cuda_archs = "90a";
+  const KernelFamily* only[] = {&wgmma};
+  const Selection s = select_kernel(small, h100, "auto", FamilyTable{only, 1});
+  ASSERT_TRUE(s.check.ok()) << s.check.message;
+  EXPECT_EQ(name_of(s), "wgmma_sm90");
+}
+
+TEST(Selection, WgmmaNeedsHopperAndTmaStrides) {
+  auto p = valid_params(4, 16, 4096, 4096, 128);
+  auto s = select_any_arch(p, device(8, 0, 163 * 1024), "wgmma_sm90");
+  EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(s.check.message.find("Hopper"), std::string::npos) << s.check.message;
+  p.k_batch_stride = p.v_batch_stride = 0;  // broadcast K/V: TMA strides must be non-zero
+  s = select_any_arch(p, device(9, 0), "wgmma_sm90");
+  EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(s.check.message.find("k batch stride 0"), std::string::npos) << s.check.message;
+  EXPECT_EQ(name_of(select_any_arch(p, device(9, 0), "auto")), "mma_sm80");
 }
 
 TEST(Selection, OldDeviceIsRefused) {
@@ -95,7 +125,8 @@ TEST(Selection, MisalignedForTensorCoresFallsBackOrRefuses) {
 TEST(Selection, StridesOfSizeOneDimsDoNotMatter) {
   auto p = valid_params(1, 8, 512, 512, 64);
   p.q_batch_stride = 3;  // batch 1: never used
-  EXPECT_EQ(name_of(select_any_arch(p, device(9, 0), "auto")), "mma_sm80");
+  for (const char* kernel : {"wgmma_sm90", "mma_sm80"})
+    EXPECT_EQ(name_of(select_any_arch(p, device(9, 0), kernel)), kernel);
 }
 
 TEST(Selection, SharedMemoryLimit) {
@@ -189,7 +220,7 @@ TEST(SelectionArchs, FamilyBuiltForSm90RefusesSm80) {
   // The same build on the device it was made for.
   s = select_kernel(valid_params(), device(9, 0), "auto", built_for_90.table());
   ASSERT_TRUE(s.check.ok()) << s.check.message;
-  EXPECT_EQ(name_of(s), "mma_sm80");
+  EXPECT_EQ(name_of(s), "wgmma_sm90");
 }
 
 TEST(SelectionArchs, DeviceNamedInTheMessage) {

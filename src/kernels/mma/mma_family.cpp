@@ -59,6 +59,6 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
 }  // namespace
 
 extern const KernelFamily kMmaSm80Family = {"mma_sm80", EVOSDPA_CUDA_ARCHS, supports, mma_sm80::launch_variant,
-                                            mma_sm80::probe_image};
+                                            mma_sm80::probe_image, nullptr};
 
 }  // namespace evosdpa::detail

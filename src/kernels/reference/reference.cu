@@ -148,6 +148,7 @@ cudaError_t probe_image() {
 
 }  // namespace
 
-extern const KernelFamily kReferenceFamily = {"reference", EVOSDPA_CUDA_ARCHS, supports, launch_dtype, probe_image};
+extern const KernelFamily kReferenceFamily = {"reference", EVOSDPA_CUDA_ARCHS, supports, launch_dtype, probe_image,
+                                             nullptr};
 
 }  // namespace evosdpa::detail

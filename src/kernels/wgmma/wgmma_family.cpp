@@ -1,6 +1,6 @@
 // The Hopper family in the registry (wgmma + TMA + warp specialisation, sm_90a): what it supports (TMA's
-// rules on addresses and strides, shared memory, grid size) and its entry points. Registered after
-// mma_sm80, so "auto" does not pick it until it is measured faster (docs/perf-log.md); by name it runs.
+// rules on addresses and strides, shared memory, grid size), when "auto" prefers it, and its entry
+// points. It is the registry's first family: "auto" takes it on Hopper for grids of at least one wave.
 #include <cstdint>
 #include <string>
 
@@ -55,9 +55,18 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return {{}, variant};
 }
 
+// One CTA per SM (164 KB of shared memory at D=128, 384 threads of up to 232 registers): below one full
+// wave mma_sm80's small-grid variant, which spreads the rows over more SMs, is faster. Measured on an
+// H100 at (1,8,512,64), 32 CTAs: 11.5 us against 9.9 us (docs/perf-log.md, v8).
+bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  const long long blocks = (p.seqlen_q + wgmma_sm90::TileConfig::kBlockM - 1) / wgmma_sm90::TileConfig::kBlockM *
+                           p.batch * p.heads_q;
+  return blocks >= dev.sm_count;
+}
+
 }  // namespace
 
-extern const KernelFamily kWgmmaSm90Family = {"wgmma_sm90", EVOSDPA_CUDA_ARCHS, supports,
-                                              wgmma_sm90::launch_variant, wgmma_sm90::probe_image};
+extern const KernelFamily kWgmmaSm90Family = {"wgmma_sm90", EVOSDPA_CUDA_ARCHS, supports, wgmma_sm90::launch_variant,
+                                              wgmma_sm90::probe_image, auto_prefers};
 
 }  // namespace evosdpa::detail
