@@ -3,7 +3,9 @@
 //     `stages` buffers, each filling a "full" mbarrier and waiting on the stage's "empty" one.
 //   Consumers (warpgroups 1 and 2, 64 query rows each): per K/V tile, S = Q.K^T by wgmma from shared
 //     memory, mask, online softmax in registers, P converted in place to wgmma A fragments, O += P.V by
-//     wgmma with P from registers; then release the stage. O is normalised once at the end.
+//     wgmma with P from registers, K and V released as soon as their GEMM is done. The P.V of one tile
+//     runs under the softmax of the next, and the two warpgroups take turns with the tensor cores.
+//     O is normalised once at the end.
 // Registers move from the producer to the consumers with setmaxnreg (40 + 2 x 232 per thread = 64.5K).
 #pragma once
 
@@ -90,7 +92,8 @@ struct Smem {
   __device__ uint32_t q_full() const { return base + kBarriers; }
   __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
   __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + kCfg.stages + stage); }
-  __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * kCfg.stages + stage); }
+  __device__ uint32_t k_empty(int stage) const { return q_full() + 8 * (1 + 2 * kCfg.stages + stage); }
+  __device__ uint32_t v_empty(int stage) const { return q_full() + 8 * (1 + 3 * kCfg.stages + stage); }
 };
 
 // ---- producer -------------------------------------------------------------------------------------
@@ -105,11 +108,13 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
     tma_load(sm.q() + b * TileConfig::kBlockM * 128, tq, sm.q_full(), 64 * b, w.q0, w.head, w.batch);
   for (int t = 0; t < w.n_tiles; ++t) {
     const int s = t % kCfg.stages;
-    if (t >= kCfg.stages) mbar_wait(sm.empty(s), (t / kCfg.stages - 1) & 1);
+    const uint32_t released = (t / kCfg.stages - 1) & 1;  // the phase in which the consumers freed stage s
     const int key0 = t * kCfg.block_n;
+    if (t >= kCfg.stages) mbar_wait(sm.k_empty(s), released);
     mbar_expect_tx(sm.k_full(s), S::kTileBytes);
     for (int b = 0; b < S::kDBlocks; ++b)
       tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), 64 * b, key0, kv_head, w.batch);
+    if (t >= kCfg.stages) mbar_wait(sm.v_empty(s), released);
     mbar_expect_tx(sm.v_full(s), S::kTileBytes);
     for (int b = 0; b < S::kDBlocks; ++b)
       tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), 64 * b, key0, kv_head, w.batch);
@@ -134,15 +139,16 @@ __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelP
 }
 
 // Online softmax over one tile for the thread's two rows, S already scaled to the log2 domain: raise the
-// running max m, rescale O and the partial row sums l by 2^(m_old - m_new), turn S into P = 2^(S - m_new).
+// running max m, turn S into P = 2^(S - m_new) and fold it into the partial row sums l, rescaled by
+// alpha = 2^(m_old - m_new); O must be rescaled by alpha too (rescale_o), once the P.V in flight is done.
 // A row that has seen only masked keys keeps m = -inf and exponentiates against 0: P = 0, never NaN.
 // The four lanes of a row hold disjoint columns: the max is shared among them, l stays partial.
-template <int kBlockN, int D>
-__device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
+template <int kBlockN>
+__device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
-  float base[2], alpha[2];
+  float base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
@@ -154,12 +160,16 @@ __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float (&o)
     l[r] *= alpha[r];
   }
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
-#pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
     s[i] = fast_exp2(s[i] - base[(i >> 1) & 1]);
     l[(i >> 1) & 1] += s[i];
   }
+}
+
+template <int D>
+__device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
 }
 
 // P as the A operand of O += P.V: k-step kk (keys 16kk..16kk+15) is the accumulator elements
@@ -196,58 +206,111 @@ __device__ __forceinline__ void store_output(const KernelParams& p, const Work& 
   }
 }
 
+// The two consumer warpgroups take turns issuing their GEMMs (named barriers 1 and 2, "pingpong"): while
+// one runs its softmax, the other's GEMMs have the tensor cores.
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
+
+// S = Q.K^T for the stage's K tile: D/16 k-steps, k-step kk 32 bytes into 64-column block kk/4 of both.
+template <typename T, int kIndex>
+__device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 2], uint32_t q_rows, uint32_t k_tile) {
+  constexpr int D = kConfigs[kIndex].head_dim, BN = kConfigs[kIndex].block_n;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t step = (kk & 3) * 32;
+    const uint64_t a = matrix_desc(q_rows + (kk >> 2) * TileConfig::kBlockM * 128 + step, 16, 1024);
+    const uint64_t b = matrix_desc(k_tile + (kk >> 2) * BN * 128 + step, 16, 1024);
+    mma_ss<BN, T>(sc, a, b, kk > 0);
+  }
+  wgmma_commit();
+}
+
+// O += P.V: V is [keys][D], so B is N-major (transpose bit): 8-key groups 1024 bytes apart, 64-column
+// blocks BN*128 bytes apart, 16 keys (2048 bytes) per k-step.
+template <typename T, int kIndex>
+__device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 2],
+                                         const uint32_t (&pa)[kConfigs[kIndex].block_n / 16][4], uint32_t v_tile) {
+  constexpr int D = kConfigs[kIndex].head_dim, BN = kConfigs[kIndex].block_n;
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) mma_rs<D, T>(o, pa[kk], matrix_desc(v_tile + kk * 2048, BN * 128, 1024));
+  wgmma_commit();
+}
+
+// Scale S_j to the log2 domain, mask it, and run its softmax (O's rescale is left to the caller).
+template <int kBlockN>
+__device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, int key0, int row0,
+                                                int row_lo, int lane, float (&m)[2], float (&l)[2],
+                                                float (&alpha)[2]) {
+  // Scale before masking: -inf times a negative or zero scale would be +inf or NaN.
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= p.scale_log2;
+  if (key0 + kBlockN > p.seqlen_k || (p.causal && key0 + kBlockN - 1 > row0 + p.causal_offset))
+    mask_tile<kBlockN>(sc, p, key0, row_lo, lane);
+  softmax_step<kBlockN>(sc, m, l, alpha);
+}
+
+// Per tile j, in one turn of the pingpong: issue S_j = Q.K_j^T and O += P_{j-1}.V_{j-1}; then, while the
+// second runs, the softmax of S_j; then rescale O and turn S_j into the fragments P_j. Tile 0 (no P.V
+// yet) and the last P.V are peeled off the loop: wgmma issues and waits under a condition make ptxas
+// serialise every wgmma (C7518, "compiler-inserted WG.DP in divergent path").
 template <typename T, int kIndex>
 __device__ void consume(const KernelParams& p, const Work& w, int consumer, const Smem<kIndex>& sm) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
-  constexpr int D = kCfg.head_dim, BN = kCfg.block_n;
+  constexpr int D = kCfg.head_dim, BN = kCfg.block_n, kStages = kCfg.stages;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int row0 = w.q0 + 64 * consumer;               // the warpgroup's first query row
   const int row_lo = row0 + 16 * warp + lane / 4;      // the thread's rows: row_lo, row_lo + 8
   const uint32_t q_rows = sm.q() + consumer * 64 * 128;  // its 64 rows within each 64-column block of Q
+  const int my_turn = 1 + consumer, other_turn = 2 - consumer;
 
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+  float sc[BN / 2];
+  uint32_t pa[BN / 16][4];
   mbar_wait(sm.q_full(), 0);
-
-  for (int it = 0; it < w.n_tiles; ++it) {
-    const int s = it % kCfg.stages;
-    const uint32_t phase = (it / kCfg.stages) & 1;
-    const int key0 = it * BN;
-    // S = Q.K^T: D/16 k-steps; k-step kk is 32 bytes into 64-column block kk/4 of both operands.
-    float sc[BN / 2];
-    mbar_wait(sm.k_full(s), phase);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t step = (kk & 3) * 32;
-      const uint64_t a = matrix_desc(q_rows + (kk >> 2) * TileConfig::kBlockM * 128 + step, 16, 1024);
-      const uint64_t b = matrix_desc(sm.k(s) + (kk >> 2) * BN * 128 + step, 16, 1024);
-      mma_ss<BN, T>(sc, a, b, kk > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-
-    // Scale before masking: -inf times a negative or zero scale would be +inf or NaN.
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) sc[i] *= p.scale_log2;
-    if (key0 + BN > p.seqlen_k || (p.causal && key0 + BN - 1 > row0 + p.causal_offset))
-      mask_tile<BN>(sc, p, key0, row_lo, lane);
-    softmax_step<BN, D>(sc, o, m, l);
-    uint32_t pa[BN / 16][4];
-    to_fragments<T, BN>(sc, pa);
-
-    // O += P.V: V is [keys][D], so B is N-major (transpose bit): 8-key groups 1024 bytes apart, 64-column
-    // blocks BN*128 bytes apart, 16 keys (2048 bytes) per k-step.
-    mbar_wait(sm.v_full(s), phase);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) mma_rs<D, T>(o, pa[kk], matrix_desc(sm.v(s) + kk * 2048, BN * 128, 1024));
-    wgmma_commit();
-    wgmma_wait<0>();
-    mbar_arrive(sm.empty(s));
+  if (w.n_tiles == 0) {
+    store_output<T, D>(p, w, row_lo, lane, o, m, l);
+    return;
   }
+  if (consumer == 1) named_arrive(other_turn);  // consumer 0 takes the first turn
+
+  // Tile 0: S_0 alone.
+  named_sync(my_turn);
+  mbar_wait(sm.k_full(0), 0);
+  wgmma_fence();
+  issue_qk<T, kIndex>(sc, q_rows, sm.k(0));
+  if (consumer == 0 || w.n_tiles > 1) named_arrive(other_turn);  // consumer 1 keeps its last turn
+  wgmma_wait<0>();
+  mbar_arrive(sm.k_empty(0));
+  scores_to_probs<BN>(sc, p, 0, row0, row_lo, lane, m, l, alpha);
+  to_fragments<T, BN>(sc, pa);
+
+  for (int it = 1; it < w.n_tiles; ++it) {
+    const int s = it % kStages, prev = (it - 1) % kStages;
+    named_sync(my_turn);
+    mbar_wait(sm.k_full(s), (it / kStages) & 1);
+    wgmma_fence();
+    issue_qk<T, kIndex>(sc, q_rows, sm.k(s));
+    mbar_wait(sm.v_full(prev), ((it - 1) / kStages) & 1);
+    issue_pv<T, kIndex>(o, pa, sm.v(prev));
+    if (consumer == 0 || it + 1 < w.n_tiles) named_arrive(other_turn);
+    wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
+    mbar_arrive(sm.k_empty(s));
+    scores_to_probs<BN>(sc, p, it * BN, row0, row_lo, lane, m, l, alpha);
+    wgmma_wait<0>();  // O and the fragments are free again
+    mbar_arrive(sm.v_empty(prev));
+    rescale_o<D>(o, alpha);
+    to_fragments<T, BN>(sc, pa);
+  }
+
+  const int last = (w.n_tiles - 1) % kStages;
+  mbar_wait(sm.v_full(last), ((w.n_tiles - 1) / kStages) & 1);
+  wgmma_fence();
+  issue_pv<T, kIndex>(o, pa, sm.v(last));
+  wgmma_wait<0>();
+  mbar_arrive(sm.v_empty(last));
   store_output<T, D>(p, w, row_lo, lane, o, m, l);
 }
 
@@ -264,12 +327,15 @@ __global__ void __launch_bounds__(TileConfig::kThreads, 1)
     for (int s = 0; s < kCfg.stages; ++s) {
       mbar_init(sm.k_full(s), 1);
       mbar_init(sm.v_full(s), 1);
-      mbar_init(sm.empty(s), TileConfig::kConsumers * 128);  // every consumer thread releases the stage
+      mbar_init(sm.k_empty(s), TileConfig::kConsumers * 128);  // every consumer thread releases a stage
+      mbar_init(sm.v_empty(s), TileConfig::kConsumers * 128);
     }
     mbar_init_fence();
   }
   __syncthreads();
-  const int wg = threadIdx.x / 128;
+  // Broadcast from lane 0 so that ptxas sees a warp-uniform value: wgmma under a branch it cannot prove
+  // uniform is serialised (C7518/C7520, "... in divergent path").
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
     regs_release<kProducerRegs>();
     if (threadIdx.x == 0) produce<kIndex>(&tm_q, &tm_k, &tm_v, w, w.head / p.kv_group, sm);
