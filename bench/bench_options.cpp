@@ -37,7 +37,7 @@ std::string usage() {
          "  --batch N --heads N --seqlen N (sets Lq and Lk) --seqlen-q N --seqlen-k N --head-dim 64|128\n"
          "  --dtype fp16|bf16|both  --causal none|top-left|bottom-right\n"
          "  --grid acceptance|fa3   named shape grid (replaces the shape flags)\n"
-         "  --kernel NAME[,NAME..]  auto (default), mma_sm80, reference, cudnn (cuDNN's SDPA through\n"
+         "  --kernel NAME[,NAME..]  auto (default), wgmma_sm90, mma_sm80, reference, cudnn (cuDNN's SDPA through\n"
          "                          cudnn_frontend, as a peer), or all\n"
          "  --warmup N (10) --iters N (100)  --graph (time CUDA-graph replays)  --cold-l2\n"
          "  --target-rse X (0.005) --max-iters N (2000) --max-seconds S (2): time more batches of --iters\n"
