@@ -2,42 +2,21 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/dtype_dispatch.cuh"
 #include "kernels/mma/mma_dispatch.hpp"
 #include "kernels/mma/mma_instances.hpp"
 
 namespace evosdpa::detail::mma_sm80 {
-namespace {
-
-static_assert(kConfigCount == 4, "a tile-table row was added or removed: update the switch below");
-
-template <typename T>
-cudaError_t launch_row(const KernelParams& p, int row, cudaStream_t stream) {
-  switch (row) {
-    case 0: return launch<T, 0>(p, stream);
-    case 1: return launch<T, 1>(p, stream);
-    case 2: return launch<T, 2>(p, stream);
-    case 3: return launch<T, 3>(p, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
-}  // namespace
 
 cudaError_t launch_variant(const KernelParams& p, evosdpa_dtype_t dtype, int variant, cudaStream_t stream) {
-  switch (dtype) {
-    case EVOSDPA_DTYPE_FLOAT16: return launch_row<__half>(p, variant, stream);
-    case EVOSDPA_DTYPE_BFLOAT16: return launch_row<__nv_bfloat16>(p, variant, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_element_type(dtype, [&](auto t) {
+    return with_row<kConfigCount>(variant, [&](auto row) { return launch<decltype(t), row()>(p, stream); });
+  });
 }
 
 cudaError_t probe_image() {
   cudaFuncAttributes attr;
-  const cudaError_t err = kernel_attributes<__half, config_index(64, false)>(&attr);
-  // The runtime records the failure as the thread's last error too; clear it, or the launch of the
-  // family selection falls back to would report it (launches return cudaGetLastError()).
-  if (err != cudaSuccess) cudaGetLastError();
-  return err;
+  return probe_answer(kernel_attributes<__half, config_index(64, false)>(&attr));
 }
 
 }  // namespace evosdpa::detail::mma_sm80

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/dtype_dispatch.cuh"
 #include "kernels/family.hpp"
 
 #ifndef EVOSDPA_CUDA_ARCHS
@@ -130,20 +131,12 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo&) {
 }
 
 cudaError_t launch_dtype(const KernelParams& p, evosdpa_dtype_t dtype, int /*variant: one only*/, cudaStream_t stream) {
-  switch (dtype) {
-    case EVOSDPA_DTYPE_FLOAT16: return launch<__half>(p, stream);
-    case EVOSDPA_DTYPE_BFLOAT16: return launch<__nv_bfloat16>(p, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_element_type(dtype, [&](auto t) { return launch<decltype(t)>(p, stream); });
 }
 
 cudaError_t probe_image() {
   cudaFuncAttributes attr;
-  const cudaError_t err = cudaFuncGetAttributes(&attr, reference_kernel<__half>);
-  // The runtime records the failure as the thread's last error too; clear it, or a later launch would
-  // report it (launches return cudaGetLastError()).
-  if (err != cudaSuccess) cudaGetLastError();
-  return err;
+  return probe_answer(cudaFuncGetAttributes(&attr, reference_kernel<__half>));
 }
 
 }  // namespace
