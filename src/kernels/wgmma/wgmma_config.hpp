@@ -21,9 +21,9 @@ struct TileConfig {
   constexpr int q_bytes() const { return kBlockM * head_dim * kElemBytes; }
   constexpr int kv_tile_bytes() const { return block_n * head_dim * kElemBytes; }
   // Q, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's period),
-  // then the mbarriers; plus 1024 bytes to align the dynamic shared-memory base.
+  // then the mbarriers (Q full, the rings' full and empty, Q empty); plus 1024 bytes to align the base.
   constexpr int barrier_offset() const { return q_bytes() + 2 * stages * kv_tile_bytes(); }
-  constexpr int smem_bytes() const { return 1024 + barrier_offset() + 8 * (1 + 4 * stages); }
+  constexpr int smem_bytes() const { return 1024 + barrier_offset() + 8 * (2 + 4 * stages); }
 };
 
 // One row per head_dim. 128-key tiles: S is m64n128 (64 f32 registers per thread), O m64nD.

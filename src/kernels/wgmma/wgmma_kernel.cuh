@@ -1,6 +1,8 @@
-// The Hopper attention forward kernel: one CTA per 128 query rows of one (batch, head), three warpgroups.
-//   Producer (warpgroup 0, one thread): TMA loads of the Q tile once, then K and V tiles into a ring of
-//     `stages` buffers, each filling a "full" mbarrier and waiting on the stage's "empty" one.
+// The Hopper attention forward kernel: a persistent grid of one CTA per SM, each taking work items of 128
+// query rows of one (batch, head) in turn; three warpgroups.
+//   Producer (warpgroup 0, one thread): per item, TMA loads of the Q tile (once the consumers are done
+//     with the last one's), then K and V tiles into a ring of `stages` buffers, each filling a "full"
+//     mbarrier and waiting on the stage's "empty" one: the next item's loads run under this one's end.
 //   Consumers (warpgroups 1 and 2, 64 query rows each): per K/V tile, S = Q.K^T by wgmma from shared
 //     memory, mask, online softmax in registers, P converted in place to wgmma A fragments, O += P.V by
 //     wgmma with P from registers, K and V released as soon as their GEMM is done. The P.V of one tile
@@ -51,19 +53,23 @@ struct Work {
   int q0, head, batch, n_tiles;
 };
 
+// The grid is persistent: CTA b takes work items b, b + gridDim.x, ... of this order.
+__device__ __forceinline__ int work_count(const KernelParams& p) {
+  return (p.seqlen_q + TileConfig::kBlockM - 1) / TileConfig::kBlockM * p.batch * p.heads_q;
+}
+
 template <int kBlockN>
-__device__ __forceinline__ Work work_of(const KernelParams& p) {
+__device__ __forceinline__ Work work_at(const KernelParams& p, int index) {
   constexpr int BM = TileConfig::kBlockM;
   const int q_blocks = (p.seqlen_q + BM - 1) / BM;
   const int heads = p.batch * p.heads_q;
-  const int bid = static_cast<int>(blockIdx.x);
   int qb, bh;
-  if (p.causal) {  // the longest query blocks (the last ones) first, so the wave does not end on them
-    qb = q_blocks - 1 - bid / heads;
-    bh = bid % heads;
+  if (p.causal) {  // the longest query blocks (the last ones) first, so the work does not end on them
+    qb = q_blocks - 1 - index / heads;
+    bh = index % heads;
   } else {  // the query blocks of one head side by side: they read the same K and V through L2
-    qb = bid % q_blocks;
-    bh = bid / q_blocks;
+    qb = index % q_blocks;
+    bh = index / q_blocks;
   }
   Work w;
   w.q0 = qb * BM;
@@ -90,6 +96,7 @@ struct Smem {
   __device__ uint32_t k(int stage) const { return base + kQBytes + stage * kTileBytes; }
   __device__ uint32_t v(int stage) const { return k(kCfg.stages) + stage * kTileBytes; }
   __device__ uint32_t q_full() const { return base + kBarriers; }
+  __device__ uint32_t q_empty() const { return q_full() + 8 * (1 + 4 * kCfg.stages); }
   __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
   __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + kCfg.stages + stage); }
   __device__ uint32_t k_empty(int stage) const { return q_full() + 8 * (1 + 2 * kCfg.stages + stage); }
@@ -97,27 +104,36 @@ struct Smem {
 };
 
 // ---- producer -------------------------------------------------------------------------------------
+// For each work item: Q once the consumers are done with the previous one's, then its K and V tiles
+// through the ring, whose position carries on from one item to the next.
 template <int kIndex>
-__device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const Work& w,
-                        int kv_head, const Smem<kIndex>& sm) {
+__device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const KernelParams& p,
+                        const Smem<kIndex>& sm) {
   using S = Smem<kIndex>;
   constexpr TileConfig kCfg = kConfigs[kIndex];
   constexpr int kBlockBytes = kCfg.block_n * 128;  // one 64-column block of a K or V tile
-  mbar_expect_tx(sm.q_full(), S::kQBytes);
-  for (int b = 0; b < S::kDBlocks; ++b)
-    tma_load(sm.q() + b * TileConfig::kBlockM * 128, tq, sm.q_full(), 64 * b, w.q0, w.head, w.batch);
-  for (int t = 0; t < w.n_tiles; ++t) {
-    const int s = t % kCfg.stages;
-    const uint32_t released = (t / kCfg.stages - 1) & 1;  // the phase in which the consumers freed stage s
-    const int key0 = t * kCfg.block_n;
-    if (t >= kCfg.stages) mbar_wait(sm.k_empty(s), released);
-    mbar_expect_tx(sm.k_full(s), S::kTileBytes);
+  int tiles = 0;                                   // K/V tiles loaded so far
+  const int count = work_count(p);
+  for (int index = blockIdx.x, iter = 0; index < count; index += gridDim.x, ++iter) {
+    const Work w = work_at<kCfg.block_n>(p, index);
+    const int kv_head = w.head / p.kv_group;
+    if (iter > 0) mbar_wait(sm.q_empty(), (iter - 1) & 1);
+    mbar_expect_tx(sm.q_full(), S::kQBytes);
     for (int b = 0; b < S::kDBlocks; ++b)
-      tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), 64 * b, key0, kv_head, w.batch);
-    if (t >= kCfg.stages) mbar_wait(sm.v_empty(s), released);
-    mbar_expect_tx(sm.v_full(s), S::kTileBytes);
-    for (int b = 0; b < S::kDBlocks; ++b)
-      tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), 64 * b, key0, kv_head, w.batch);
+      tma_load(sm.q() + b * TileConfig::kBlockM * 128, tq, sm.q_full(), 64 * b, w.q0, w.head, w.batch);
+    for (int t = 0; t < w.n_tiles; ++t, ++tiles) {
+      const int s = tiles % kCfg.stages;
+      const uint32_t released = (tiles / kCfg.stages - 1) & 1;  // the phase in which the consumers freed s
+      const int key0 = t * kCfg.block_n;
+      if (tiles >= kCfg.stages) mbar_wait(sm.k_empty(s), released);
+      mbar_expect_tx(sm.k_full(s), S::kTileBytes);
+      for (int b = 0; b < S::kDBlocks; ++b)
+        tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), 64 * b, key0, kv_head, w.batch);
+      if (tiles >= kCfg.stages) mbar_wait(sm.v_empty(s), released);
+      mbar_expect_tx(sm.v_full(s), S::kTileBytes);
+      for (int b = 0; b < S::kDBlocks; ++b)
+        tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), 64 * b, key0, kv_head, w.batch);
+    }
   }
 }
 
@@ -252,9 +268,12 @@ __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const 
 // Per tile j, in one turn of the pingpong: issue S_j = Q.K_j^T and O += P_{j-1}.V_{j-1}; then, while the
 // second runs, the softmax of S_j; then rescale O and turn S_j into the fragments P_j. Tile 0 (no P.V
 // yet) and the last P.V are peeled off the loop: wgmma issues and waits under a condition make ptxas
-// serialise every wgmma (C7518, "compiler-inserted WG.DP in divergent path").
+// serialise every wgmma (C7518, "compiler-inserted WG.DP in divergent path"). `tiles` is the ring
+// position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last tile, whose
+// turn consumer 1 keeps (consumer 0 never waits for it).
 template <typename T, int kIndex>
-__device__ void consume(const KernelParams& p, const Work& w, int consumer, const Smem<kIndex>& sm) {
+__device__ void consume_item(const KernelParams& p, const Work& w, int consumer, const Smem<kIndex>& sm, int iter,
+                             int tiles, bool last_turn) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
   constexpr int D = kCfg.head_dim, BN = kCfg.block_n, kStages = kCfg.stages;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
@@ -269,35 +288,38 @@ __device__ void consume(const KernelParams& p, const Work& w, int consumer, cons
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[BN / 16][4];
-  mbar_wait(sm.q_full(), 0);
+  mbar_wait(sm.q_full(), iter & 1);
   if (w.n_tiles == 0) {
+    mbar_arrive(sm.q_empty());
     store_output<T, D>(p, w, row_lo, lane, o, m, l);
     return;
   }
-  if (consumer == 1) named_arrive(other_turn);  // consumer 0 takes the first turn
+  const bool keep_last = consumer == 1 && last_turn;
 
   // Tile 0: S_0 alone.
   named_sync(my_turn);
-  mbar_wait(sm.k_full(0), 0);
+  mbar_wait(sm.k_full(tiles % kStages), (tiles / kStages) & 1);
   wgmma_fence();
-  issue_qk<T, kIndex>(sc, q_rows, sm.k(0));
-  if (consumer == 0 || w.n_tiles > 1) named_arrive(other_turn);  // consumer 1 keeps its last turn
+  issue_qk<T, kIndex>(sc, q_rows, sm.k(tiles % kStages));
+  if (!(keep_last && w.n_tiles == 1)) named_arrive(other_turn);
   wgmma_wait<0>();
-  mbar_arrive(sm.k_empty(0));
+  mbar_arrive(sm.k_empty(tiles % kStages));
+  if (w.n_tiles == 1) mbar_arrive(sm.q_empty());  // Q is read by S GEMMs only
   scores_to_probs<BN>(sc, p, 0, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
   for (int it = 1; it < w.n_tiles; ++it) {
-    const int s = it % kStages, prev = (it - 1) % kStages;
+    const int c = tiles + it, s = c % kStages, prev = (c - 1) % kStages;
     named_sync(my_turn);
-    mbar_wait(sm.k_full(s), (it / kStages) & 1);
+    mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
     issue_qk<T, kIndex>(sc, q_rows, sm.k(s));
-    mbar_wait(sm.v_full(prev), ((it - 1) / kStages) & 1);
+    mbar_wait(sm.v_full(prev), ((c - 1) / kStages) & 1);
     issue_pv<T, kIndex>(o, pa, sm.v(prev));
-    if (consumer == 0 || it + 1 < w.n_tiles) named_arrive(other_turn);
+    if (!(keep_last && it + 1 == w.n_tiles)) named_arrive(other_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
+    if (it + 1 == w.n_tiles) mbar_arrive(sm.q_empty());
     scores_to_probs<BN>(sc, p, it * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.v_empty(prev));
@@ -305,13 +327,29 @@ __device__ void consume(const KernelParams& p, const Work& w, int consumer, cons
     to_fragments<T, BN>(sc, pa);
   }
 
-  const int last = (w.n_tiles - 1) % kStages;
-  mbar_wait(sm.v_full(last), ((w.n_tiles - 1) / kStages) & 1);
+  const int last = (tiles + w.n_tiles - 1) % kStages;
+  mbar_wait(sm.v_full(last), ((tiles + w.n_tiles - 1) / kStages) & 1);
   wgmma_fence();
   issue_pv<T, kIndex>(o, pa, sm.v(last));
   wgmma_wait<0>();
   mbar_arrive(sm.v_empty(last));
   store_output<T, D>(p, w, row_lo, lane, o, m, l);
+}
+
+// The consumer warpgroup's work items, with the ring position and the pingpong carried across them.
+template <typename T, int kIndex>
+__device__ void consume(const KernelParams& p, int consumer, const Smem<kIndex>& sm) {
+  constexpr int BN = kConfigs[kIndex].block_n;
+  const int count = work_count(p);
+  int total = 0;  // the CTA's K/V tiles over all its items: the last one's turn is kept
+  for (int index = blockIdx.x; index < count; index += gridDim.x) total += work_at<BN>(p, index).n_tiles;
+  if (total > 0 && consumer == 1) named_arrive(1);  // consumer 0 takes the first turn
+  int tiles = 0;
+  for (int index = blockIdx.x, iter = 0; index < count; index += gridDim.x, ++iter) {
+    const Work w = work_at<BN>(p, index);
+    consume_item<T, kIndex>(p, w, consumer, sm, iter, tiles, tiles + w.n_tiles == total);
+    tiles += w.n_tiles;
+  }
 }
 
 template <typename T, int kIndex>
@@ -321,9 +359,9 @@ __global__ void __launch_bounds__(TileConfig::kThreads, 1)
   constexpr TileConfig kCfg = kConfigs[kIndex];
   extern __shared__ uint8_t smem_raw[];
   const Smem<kIndex> sm{(smem_addr(smem_raw) + 1023u) & ~1023u};  // the 128B swizzle repeats every 1024 bytes
-  const Work w = work_of<kCfg.block_n>(p);
   if (threadIdx.x == 0) {
     mbar_init(sm.q_full(), 1);
+    mbar_init(sm.q_empty(), TileConfig::kConsumers * 128);
     for (int s = 0; s < kCfg.stages; ++s) {
       mbar_init(sm.k_full(s), 1);
       mbar_init(sm.v_full(s), 1);
@@ -338,10 +376,10 @@ __global__ void __launch_bounds__(TileConfig::kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
     regs_release<kProducerRegs>();
-    if (threadIdx.x == 0) produce<kIndex>(&tm_q, &tm_k, &tm_v, w, w.head / p.kv_group, sm);
+    if (threadIdx.x == 0) produce<kIndex>(&tm_q, &tm_k, &tm_v, p, sm);
   } else {
     regs_claim<kConsumerRegs>();
-    consume<T, kIndex>(p, w, wg - 1, sm);
+    consume<T, kIndex>(p, wg - 1, sm);
   }
 }
 

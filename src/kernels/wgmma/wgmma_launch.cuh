@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "kernels/wgmma/tma_map.hpp"
@@ -12,8 +13,8 @@
 
 namespace evosdpa::detail::wgmma_sm90 {
 
-// One CTA per 128 query rows of each (batch, head), in 64 bits; supports() keeps it <= 2^31-1.
-inline int64_t grid_blocks(const KernelParams& p) {
+// Work items: 128 query rows of one (batch, head), in 64 bits; supports() keeps them <= 2^31-1.
+inline int64_t work_items(const KernelParams& p) {
   return (static_cast<int64_t>(p.seqlen_q) + TileConfig::kBlockM - 1) / TileConfig::kBlockM * p.batch * p.heads_q;
 }
 
@@ -42,9 +43,13 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   }
   constexpr int smem = cfg.smem_bytes();
   err = cudaFuncSetAttribute(attention_kernel<T, kIndex>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  // One CTA per SM fits (shared memory and registers); the grid is persistent, at most one CTA per SM.
+  int device = 0, sms = 0;
+  if (err == cudaSuccess) err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
-  attention_kernel<T, kIndex><<<static_cast<unsigned>(grid_blocks(p)), TileConfig::kThreads, smem, stream>>>(
-      tq, tk, tv, p);
+  const int64_t grid = std::min<int64_t>(work_items(p), sms);
+  attention_kernel<T, kIndex><<<static_cast<unsigned>(grid), TileConfig::kThreads, smem, stream>>>(tq, tk, tv, p);
   return cudaGetLastError();
 }
 
