@@ -1,5 +1,6 @@
 // Thin wrappers over the sm_80 instructions the tensor-core kernel is built from: cp.async, ldmatrix,
-// mma.sync m16n8k16 (fp16/bf16 in, fp32 accumulate) and ex2.approx.
+// mma.sync m16n8k16 (fp16/bf16 in, fp32 accumulate); the helpers shared with the Hopper family are in
+// kernels/device_math.cuh.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,11 +8,9 @@
 
 #include <cstdint>
 
-namespace evosdpa::detail::mma_sm80 {
+#include "kernels/device_math.cuh"
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+namespace evosdpa::detail::mma_sm80 {
 
 // 16-byte global->shared copy that bypasses L1. When !valid nothing is read and the 16 bytes are zeroed,
 // which is how tails beyond the sequence end are padded.
@@ -66,29 +65,6 @@ __device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&c)[4], const 
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats rounded to nearest into one register of two 16-bit values (lo in the low half).
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-
-// 2^x on the special-function unit; 2^-inf = 0, which masked scores rely on.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 }  // namespace evosdpa::detail::mma_sm80

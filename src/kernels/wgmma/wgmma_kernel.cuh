@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
@@ -29,26 +30,8 @@ constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 232;
 static_assert(128 * (kProducerRegs + TileConfig::kConsumers * kConsumerRegs) <= 65536, "register file");
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// What one CTA computes, and how many K/V tiles its rows see (causal: up to the last row's diagonal).
+// One work item: 128 query rows of one (batch, head), and how many K/V tiles its rows see (causal: up
+// to the last row's diagonal).
 struct Work {
   int q0, head, batch, n_tiles;
 };
