@@ -38,7 +38,7 @@ void fill_launch_shape(KernelResources& k) {
     if (std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) {
       const int row = std::stoi(m[1]);
       if (row >= 0 && row < detail::wgmma_sm90::kConfigCount) {
-        k.threads_per_block = detail::wgmma_sm90::TileConfig::kThreads;
+        k.threads_per_block = detail::wgmma_sm90::kConfigs[row].threads();
         k.dynamic_smem_bytes = detail::wgmma_sm90::kConfigs[row].smem_bytes();
       }
     }

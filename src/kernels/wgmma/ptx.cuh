@@ -1,5 +1,6 @@
 // The Hopper instructions of the wgmma_sm90 family other than the matrix products (wgmma_ops.cuh):
-// mbarriers, TMA tile loads, wgmma fences and shared-memory matrix descriptors, register reallocation.
+// mbarriers, TMA tile loads and stores, wgmma fences and shared-memory matrix descriptors, named barriers,
+// register reallocation.
 // Field values and the hardware check behind them: docs/hopper-notes.md.
 #pragma once
 
@@ -47,6 +48,27 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, u
       : "memory");
 }
 
+// One [rows x 64 columns] box from shared memory (128B-swizzled, 1024-byte aligned) to a 4-D tensor map;
+// coordinates past the tensor's end are not written. Completes in this thread's bulk async-group.
+__device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, int dim, int seq, int head,
+                                          int batch) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(dim), "r"(seq), "r"(head), "r"(batch)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Until the thread's bulk stores have read their shared memory (it may be overwritten after).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// Until they have completed (before the CTA's shared memory goes away).
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Shared-memory writes of this thread made visible to the async proxy (a following TMA store).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void st_shared(uint32_t addr, uint32_t value) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
+}
+
 // ---- wgmma -------------------------------------------------------------------------------------------
 // Before a wgmma reads registers (accumulators, A fragments) that ordinary instructions wrote.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -61,6 +83,17 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ uint64_t matrix_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo & 0x3FFFF) >> 4) << 16) |
          (static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+// ---- named barriers ----------------------------------------------------------------------------------
+// The consumer warpgroups take turns issuing their GEMMs ("pingpong"): warpgroup c waits on named barrier
+// 1 + c, issues, and arrives on its successor's (a ring); while one runs its softmax, the others' GEMMs
+// have the tensor cores. Each such barrier joins two warpgroups: the one waiting and the one handing over.
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory"); }
+// One warpgroup alone.
+__device__ __forceinline__ void named_sync_warpgroup(int id) {
+  asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
 }
 
 // ---- registers ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (dev.cc_major != 9) return refuse(who + "needs a Hopper GPU (compute capability 9.x)");
   if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
     return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
-  const int variant = wgmma_sm90::config_index(static_cast<int>(p.head_dim));
+  const int variant = wgmma_sm90::config_index(static_cast<int>(p.head_dim), p.causal != EVOSDPA_CAUSAL_NONE);
   if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
   const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes();
   if (smem > dev.max_smem_per_block_optin)
@@ -48,20 +48,22 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
                       " elements below 2^40 bytes (TMA)");
     }
   }
-  const __int128 blocks = static_cast<__int128>((p.seqlen_q + wgmma_sm90::TileConfig::kBlockM - 1) /
-                                                wgmma_sm90::TileConfig::kBlockM) *
-                          p.batch * p.heads_q;
-  if (blocks > kMaxGridX) return refuse(who + "batch * heads_q * ceil(seqlen_q / 128) exceeds 2^31-1 blocks");
+  const int block_m = wgmma_sm90::kConfigs[variant].block_m();
+  const __int128 blocks = static_cast<__int128>((p.seqlen_q + block_m - 1) / block_m) * p.batch * p.heads_q;
+  if (blocks > kMaxGridX)
+    return refuse(who + "batch * heads_q * ceil(seqlen_q / " + std::to_string(block_m) +
+                  ") work items exceed 2^31-1");
   return {{}, variant};
 }
 
-// One CTA per SM (164 KB of shared memory at D=128, 384 threads of up to 232 registers): below one full
-// wave mma_sm80's small-grid variant, which spreads the rows over more SMs, is faster. Measured on an
-// H100 at (1,8,512,64), 32 CTAs: 11.5 us against 9.9 us (docs/perf-log.md, v8).
+// One CTA per SM (up to 214 KB of shared memory, 384 or 512 threads): with fewer work items than SMs,
+// mma_sm80's small-grid variant, which spreads the rows over more SMs, is faster. Measured on an H100 at
+// (1,8,512,64), 32 items of 128 rows: 11.5 us against 9.9 us (docs/perf-log.md, v8).
 bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
-  const long long blocks = (p.seqlen_q + wgmma_sm90::TileConfig::kBlockM - 1) / wgmma_sm90::TileConfig::kBlockM *
-                           p.batch * p.heads_q;
-  return blocks >= dev.sm_count;
+  const int variant = wgmma_sm90::config_index(static_cast<int>(p.head_dim), p.causal != EVOSDPA_CAUSAL_NONE);
+  if (variant < 0) return false;
+  const long long block_m = wgmma_sm90::kConfigs[variant].block_m();
+  return (p.seqlen_q + block_m - 1) / block_m * p.batch * p.heads_q >= dev.sm_count;
 }
 
 }  // namespace

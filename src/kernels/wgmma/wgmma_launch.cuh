@@ -1,4 +1,4 @@
-// Launch of one (dtype, head_dim) instantiation of the Hopper kernel: the three TMA tensor maps are
+// Launch of one (dtype, tile-table row) instantiation of the Hopper kernel: the four TMA tensor maps are
 // encoded on the host for this call and passed by value (__grid_constant__), so nothing is allocated and
 // the call can be captured in a CUDA graph. Included by the explicit instantiation files in inst/.
 #pragma once
@@ -13,9 +13,9 @@
 
 namespace evosdpa::detail::wgmma_sm90 {
 
-// Work items: 128 query rows of one (batch, head), in 64 bits; supports() keeps them <= 2^31-1.
-inline int64_t work_items(const KernelParams& p) {
-  return (static_cast<int64_t>(p.seqlen_q) + TileConfig::kBlockM - 1) / TileConfig::kBlockM * p.batch * p.heads_q;
+// Work items: block_m query rows of one (batch, head), in 64 bits; supports() keeps them <= 2^31-1.
+inline int64_t work_items(const KernelParams& p, int block_m) {
+  return (static_cast<int64_t>(p.seqlen_q) + block_m - 1) / block_m * p.batch * p.heads_q;
 }
 
 template <typename T, int kIndex>
@@ -24,10 +24,15 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   const CUtensorMapDataType dtype =
       std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const int heads_kv = p.heads_q / p.kv_group;
-  CUtensorMap tq, tk, tv;
+  CUtensorMap tq, tk, tv, to;
   cudaError_t err = encode_tensor_map(
       tq, {p.q, p.batch, p.heads_q, p.seqlen_q, cfg.head_dim, p.q_batch_stride, p.q_head_stride, p.q_seq_stride},
-      dtype, TileConfig::kBlockM);
+      dtype, cfg.block_m());
+  // O is stored by each consumer warpgroup: boxes of its 64 rows.
+  if (err == cudaSuccess)
+    err = encode_tensor_map(
+        to, {p.o, p.batch, p.heads_q, p.seqlen_q, cfg.head_dim, p.o_batch_stride, p.o_head_stride, p.o_seq_stride},
+        dtype, 64);
   if (err != cudaSuccess) return err;
   if (p.seqlen_k > 0) {
     err = encode_tensor_map(
@@ -48,8 +53,8 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   if (err == cudaSuccess) err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
-  const int64_t grid = std::min<int64_t>(work_items(p), sms);
-  attention_kernel<T, kIndex><<<static_cast<unsigned>(grid), TileConfig::kThreads, smem, stream>>>(tq, tk, tv, p);
+  const int64_t grid = std::min<int64_t>(work_items(p, cfg.block_m()), sms);
+  attention_kernel<T, kIndex><<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p);
   return cudaGetLastError();
 }
 

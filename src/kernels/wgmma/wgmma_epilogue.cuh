@@ -1,0 +1,123 @@
+// Epilogues of the Hopper kernel: how a consumer warpgroup's 64 rows of O (normalised by the row sums)
+// and their lse leave the kernel, and when the item's Q buffer is free again. A policy type chosen by
+// the tile table's o_store (Epilogue<T, kIndex>); the consumer calls it at three points of an item:
+// first_s_done (its first S GEMM has completed), last_s_done (its last one has), store (after the last
+// P.V).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/device_math.cuh"
+#include "kernels/kernel_params.hpp"
+#include "kernels/wgmma/ptx.cuh"
+#include "kernels/wgmma/wgmma_scheduler.cuh"
+#include "kernels/wgmma/wgmma_smem.cuh"
+
+namespace evosdpa::detail::wgmma_sm90 {
+
+// The full row sums from the four lanes' partial ones; 1/l, or 0 for a row that saw no key (O = 0).
+__device__ __forceinline__ float inverse_row_sum(float& l) {
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  return l > 0.f ? 1.f / l : 0.f;
+}
+
+// lse = ln(sum exp(s)) of a row from its log2-domain max m and full sum l; -inf for a row without keys.
+__device__ __forceinline__ void store_lse(const KernelParams& p, const Work& w, int row, int lane, float m, float l) {
+  if (p.lse != nullptr && (lane & 3) == 0 && row < p.seqlen_q)
+    p.lse[(static_cast<int64_t>(w.batch) * p.heads_q + w.head) * p.seqlen_q + row] =
+        l > 0.f ? (m + __log2f(l)) * 0.6931471805599453f : -INFINITY;
+}
+
+// O from registers with 4-byte global stores (8 rows per warp instruction). Q is free after the last S
+// GEMM: every consumer thread releases it then.
+template <typename T, int kIndex>
+struct DirectStore {
+  static constexpr TileConfig kCfg = kConfigs[kIndex];
+  static constexpr uint32_t kQReleases = kCfg.consumers * 128;  // q_empty arrivals per item
+
+  __device__ void first_s_done(const Smem<kIndex>&) {}
+  __device__ void last_s_done(const Smem<kIndex>& sm, int q_buf) { mbar_arrive(sm.q_empty(q_buf)); }
+
+  __device__ void store(const KernelParams& p, const CUtensorMap*, const Work& w, const Smem<kIndex>&, int,
+                        int, int row_lo, int lane, const float (&o)[kCfg.head_dim / 2], const float (&m)[2],
+                        float (&l)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float inv = inverse_row_sum(l[r]);
+      const int row = row_lo + 8 * r;
+      store_lse(p, w, row, lane, m[r], l[r]);
+      if (row >= p.seqlen_q) continue;
+      T* out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride +
+               static_cast<int64_t>(row) * p.o_seq_stride;
+#pragma unroll
+      for (int c = 0; c < kCfg.head_dim / 8; ++c) {
+        const int i = 4 * c + 2 * r;
+        *reinterpret_cast<uint32_t*>(out + 8 * c + 2 * (lane & 3)) = pack2<T>(o[i] * inv, o[i + 1] * inv);
+      }
+    }
+  }
+  __device__ void finish() {}
+};
+
+// O through shared memory: the warpgroup writes its rows into the item's Q buffer (Q's swizzled layout,
+// conflict-free: the 8 rows of a store instruction fall in 8 different 16-byte units), one thread stores
+// them with TMA (rows past seqlen_q are not written) and moves on. The buffer is released once TMA has
+// read it, which that thread checks after the next item's first S GEMM: by then it has long happened, and
+// no warp of the warpgroup waits for it (waiting right after the store cost 10% at D=64, L=512).
+template <typename T, int kIndex>
+struct TmaStore {
+  static constexpr TileConfig kCfg = kConfigs[kIndex];
+  static constexpr uint32_t kQReleases = kCfg.consumers;  // one per warpgroup, from its storing thread
+  int pending = -1;  // the storing thread: the Q buffer its last store may still be reading
+
+  __device__ void first_s_done(const Smem<kIndex>& sm) {
+    if (pending >= 0) {
+      bulk_wait_read();
+      mbar_arrive(sm.q_empty(pending));
+      pending = -1;
+    }
+  }
+  __device__ void last_s_done(const Smem<kIndex>&, int) {}
+
+  __device__ void store(const KernelParams& p, const CUtensorMap* to, const Work& w, const Smem<kIndex>& sm,
+                        int q_buf, int consumer, int row_lo, int lane, const float (&o)[kCfg.head_dim / 2],
+                        const float (&m)[2], float (&l)[2]) {
+    constexpr int D = kCfg.head_dim, kBlockBytes = Shape<kIndex>::kBlockM * 128;  // one 64-column block of Q
+    const int t = threadIdx.x % 128;
+    const uint32_t rows = sm.q(q_buf) + consumer * 64 * 128;  // the warpgroup's 64 rows in each block
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float inv = inverse_row_sum(l[r]);
+      store_lse(p, w, row_lo + 8 * r, lane, m[r], l[r]);
+      const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the 64; row % 8 == lane / 4
+#pragma unroll
+      for (int c = 0; c < D / 8; ++c) {  // 8-column chunk c: 16-byte unit (c % 8) ^ (row % 8) of its row
+        const int i = 4 * c + 2 * r;
+        st_shared(rows + (c / 8) * kBlockBytes + row * 128 + (((c % 8) ^ (lane / 4)) * 16) + 4 * (lane & 3),
+                  pack2<T>(o[i] * inv, o[i + 1] * inv));
+      }
+    }
+    fence_async_shared();
+    named_sync_warpgroup(kCfg.consumers + 1 + consumer);  // ids after the pingpong's 1..consumers
+    if (t == 0) {
+      for (int b = 0; b < D / 64; ++b)
+        tma_store(to, rows + b * kBlockBytes, 64 * b, w.q0 + 64 * consumer, w.head, w.batch);
+      bulk_commit();
+      pending = q_buf;
+    }
+  }
+  // The stores complete before the CTA's shared memory goes away.
+  __device__ void finish() {
+    if (threadIdx.x % 128 == 0) bulk_wait();
+  }
+};
+
+template <typename T, int kIndex>
+using Epilogue = std::conditional_t<kConfigs[kIndex].o_store == OStore::kTma, TmaStore<T, kIndex>,
+                                    DirectStore<T, kIndex>>;
+
+}  // namespace evosdpa::detail::wgmma_sm90

@@ -1,0 +1,32 @@
+// Shared-memory layout of the Hopper kernel and its mbarriers.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/wgmma/wgmma_config.hpp"
+
+namespace evosdpa::detail::wgmma_sm90 {
+
+// The Q ring, the K ring, the V ring (each tile D/64 blocks of [rows x 64 columns], 1024-byte
+// aligned), then the mbarriers.
+template <int kIndex>
+struct Smem {
+  static constexpr TileConfig kCfg = kConfigs[kIndex];
+  // The table's sizes as constants device code can read (its constexpr functions are host functions).
+  static constexpr int kQBytes = kCfg.q_bytes();
+  static constexpr int kTileBytes = kCfg.kv_tile_bytes();
+  static constexpr int kBarriers = kCfg.barrier_offset();
+  static constexpr int kDBlocks = kCfg.d_blocks();
+  uint32_t base;
+  __device__ uint32_t q(int buffer) const { return base + buffer * kQBytes; }
+  __device__ uint32_t k(int stage) const { return q(kCfg.q_buffers) + stage * kTileBytes; }
+  __device__ uint32_t v(int stage) const { return k(kCfg.stages) + stage * kTileBytes; }
+  __device__ uint32_t q_full(int buffer) const { return base + kBarriers + 8 * buffer; }
+  __device__ uint32_t q_empty(int buffer) const { return q_full(kCfg.q_buffers + buffer); }
+  __device__ uint32_t k_full(int stage) const { return q_full(2 * kCfg.q_buffers + stage); }
+  __device__ uint32_t v_full(int stage) const { return k_full(kCfg.stages + stage); }
+  __device__ uint32_t k_empty(int stage) const { return k_full(2 * kCfg.stages + stage); }
+  __device__ uint32_t v_empty(int stage) const { return k_full(3 * kCfg.stages + stage); }
+};
+
+}  // namespace evosdpa::detail::wgmma_sm90
