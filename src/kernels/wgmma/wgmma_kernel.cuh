@@ -96,13 +96,16 @@ __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelP
   }
 }
 
-// Online softmax over one tile for the thread's two rows, S already scaled to the log2 domain: raise the
-// running max m, turn S into P = 2^(S - m_new) and fold it into the partial row sums l, rescaled by
+// Online softmax over one tile for the thread's two rows: raise the running max m (log2 domain), turn the
+// scores into P = 2^(S - m_new) and fold it into the partial row sums l, rescaled by
 // alpha = 2^(m_old - m_new); O must be rescaled by alpha too (rescale_o), once the P.V in flight is done.
+// kFolded: s holds raw scores and scale (> 0, so it commutes with the max) is applied inside the
+// exponent, one FFMA per score instead of a multiply and a subtract; otherwise s is already scaled.
 // A row that has seen only masked keys keeps m = -inf and exponentiates against 0: P = 0, never NaN.
 // The four lanes of a row hold disjoint columns: the max is shared among them, l stays partial.
-template <int kBlockN>
-__device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+template <int kBlockN, bool kFolded>
+__device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float scale, float (&m)[2], float (&l)[2],
+                                             float (&alpha)[2]) {
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
@@ -111,6 +114,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float (&m)
   for (int r = 0; r < 2; ++r) {
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    if constexpr (kFolded) tile_max[r] *= scale;
     const float m_new = fmaxf(m[r], tile_max[r]);
     base[r] = m_new == -INFINITY ? 0.f : m_new;
     alpha[r] = fast_exp2(m[r] - base[r]);
@@ -119,7 +123,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float (&m)
   }
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
-    s[i] = fast_exp2(s[i] - base[(i >> 1) & 1]);
+    const float b = base[(i >> 1) & 1];
+    s[i] = kFolded ? fast_exp2(fmaf(s[i], scale, -b)) : fast_exp2(s[i] - b);
     l[(i >> 1) & 1] += s[i];
   }
 }
@@ -165,17 +170,21 @@ __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 
   wgmma_commit();
 }
 
-// Scale S_j to the log2 domain, mask it, and run its softmax (O's rescale is left to the caller).
+// Mask S_j and run its softmax in the log2 domain (O's rescale is left to the caller).
 template <int kBlockN>
 __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, int key0, int row0,
                                                 int row_lo, int lane, float (&m)[2], float (&l)[2],
                                                 float (&alpha)[2]) {
-  // Scale before masking: -inf times a negative or zero scale would be +inf or NaN.
+  const bool masked = key0 + kBlockN > p.seqlen_k || (p.causal && key0 + kBlockN - 1 > row0 + p.causal_offset);
+  if (p.scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
+    if (masked) mask_tile<kBlockN>(sc, p, key0, row_lo, lane);
+    softmax_step<kBlockN, true>(sc, p.scale_log2, m, l, alpha);
+  } else {  // scale first: -inf (mask) times a negative or zero scale would be +inf or NaN
 #pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= p.scale_log2;
-  if (key0 + kBlockN > p.seqlen_k || (p.causal && key0 + kBlockN - 1 > row0 + p.causal_offset))
-    mask_tile<kBlockN>(sc, p, key0, row_lo, lane);
-  softmax_step<kBlockN>(sc, m, l, alpha);
+    for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= p.scale_log2;
+    if (masked) mask_tile<kBlockN>(sc, p, key0, row_lo, lane);
+    softmax_step<kBlockN, false>(sc, 1.f, m, l, alpha);
+  }
 }
 
 // Per tile j, in one turn of the pingpong: issue S_j = Q.K_j^T and O += P_{j-1}.V_{j-1}; then, while the
