@@ -187,12 +187,39 @@ __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const 
   }
 }
 
+// The K/V tiles a warpgroup's 64 rows need: none if they all lie past seqlen_q (the last item's padding),
+// else up to its last row's diagonal (causal) or all of them; at most the item's n_tiles.
+__device__ __forceinline__ int warpgroup_tiles(const KernelParams& p, const Work& w, int row0, int block_n) {
+  if (row0 >= p.seqlen_q) return 0;
+  int keys = p.seqlen_k;
+  if (p.causal) keys = min(keys, max(0, min(row0 + 64, p.seqlen_q) + p.causal_offset));
+  return min(w.n_tiles, (keys + block_n - 1) / block_n);
+}
+
+// A turn of the pingpong for tile c (ring position) that the warpgroup does not compute: it passes the
+// turn on and releases the stage once the tile has arrived (an arrival before that would count towards
+// the stage's previous use).
+template <int kIndex>
+__device__ __forceinline__ void skip_turn(const Smem<kIndex>& sm, int c, int my_turn, int next_turn, bool keep) {
+  constexpr int kStages = kConfigs[kIndex].stages;
+  const int s = c % kStages;
+  const uint32_t phase = (c / kStages) & 1;
+  named_sync(my_turn);
+  if (!keep) named_arrive(next_turn);
+  mbar_wait(sm.k_full(s), phase);
+  mbar_arrive(sm.k_empty(s));
+  mbar_wait(sm.v_full(s), phase);
+  mbar_arrive(sm.v_empty(s));
+}
+
 // Per tile j, in one turn of the pingpong: issue S_j = Q.K_j^T and O += P_{j-1}.V_{j-1}; then, while the
 // second runs, the softmax of S_j; then rescale O and turn S_j into the fragments P_j. Tile 0 (no P.V
 // yet) and the last P.V are peeled off the loop: wgmma issues and waits under a condition make ptxas
-// serialise every wgmma (C7518, "compiler-inserted WG.DP in divergent path"). `tiles` is the ring
-// position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last tile, whose
-// turn the last consumer keeps (consumer 0 never waits for it).
+// serialise every wgmma (C7518, "compiler-inserted WG.DP in divergent path"). A warpgroup whose rows
+// need fewer tiles than the item (the causal diagonal, rows past seqlen_q) skips the turns of the others
+// (at D=64, 192-row items, L=512: a quarter of the causal work, a ninth of the non-causal). `tiles` is
+// the ring position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last
+// tile, whose turn the last consumer keeps (consumer 0 never waits for it).
 template <typename T, int kIndex>
 __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const Work& w, int consumer,
                              const Smem<kIndex>& sm, Epilogue<T, kIndex>& epilogue, int iter, int tiles,
@@ -205,6 +232,9 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   const int q_buf = iter % kCfg.q_buffers;
   const uint32_t q_rows = sm.q(q_buf) + consumer * 64 * 128;  // its 64 rows within each 64-column block of Q
   const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % kCfg.consumers;
+  const int my_tiles = warpgroup_tiles(p, w, row0, BN);
+  // Whether the turn of the item's tile j is the CTA's last, which the last consumer keeps.
+  const auto keep = [&](int j) { return consumer == kCfg.consumers - 1 && last_turn && j + 1 == w.n_tiles; };
 
   float o[D / 2];
 #pragma unroll
@@ -213,28 +243,28 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float sc[BN / 2];
   uint32_t pa[BN / 16][4];
   mbar_wait(sm.q_full(q_buf), (iter / kCfg.q_buffers) & 1);
-  if (w.n_tiles == 0) {
+  if (my_tiles == 0) {
     epilogue.first_s_done(sm);
     epilogue.last_s_done(sm, q_buf);
+    for (int j = 0; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
     epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
     return;
   }
-  const bool keep_last = consumer == kCfg.consumers - 1 && last_turn;
 
   // Tile 0: S_0 alone.
   named_sync(my_turn);
   mbar_wait(sm.k_full(tiles % kStages), (tiles / kStages) & 1);
   wgmma_fence();
   issue_qk<T, kIndex>(sc, q_rows, sm.k(tiles % kStages));
-  if (!(keep_last && w.n_tiles == 1)) named_arrive(next_turn);
+  if (!keep(0)) named_arrive(next_turn);
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(tiles % kStages));
   epilogue.first_s_done(sm);
-  if (w.n_tiles == 1) epilogue.last_s_done(sm, q_buf);
+  if (my_tiles == 1) epilogue.last_s_done(sm, q_buf);
   scores_to_probs<BN>(sc, p, 0, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
-  for (int it = 1; it < w.n_tiles; ++it) {
+  for (int it = 1; it < my_tiles; ++it) {
     const int c = tiles + it, s = c % kStages, prev = (c - 1) % kStages;
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
@@ -242,10 +272,10 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     issue_qk<T, kIndex>(sc, q_rows, sm.k(s));
     mbar_wait(sm.v_full(prev), ((c - 1) / kStages) & 1);
     issue_pv<T, kIndex>(o, pa, sm.v(prev));
-    if (!(keep_last && it + 1 == w.n_tiles)) named_arrive(next_turn);
+    if (!keep(it)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    if (it + 1 == w.n_tiles) epilogue.last_s_done(sm, q_buf);
+    if (it + 1 == my_tiles) epilogue.last_s_done(sm, q_buf);
     scores_to_probs<BN>(sc, p, it * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.v_empty(prev));
@@ -253,12 +283,14 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     to_fragments<T, BN>(sc, pa);
   }
 
-  const int last = (tiles + w.n_tiles - 1) % kStages;
-  mbar_wait(sm.v_full(last), ((tiles + w.n_tiles - 1) / kStages) & 1);
+  const int last = (tiles + my_tiles - 1) % kStages;
+  mbar_wait(sm.v_full(last), ((tiles + my_tiles - 1) / kStages) & 1);
   wgmma_fence();
   issue_pv<T, kIndex>(o, pa, sm.v(last));
   wgmma_wait<0>();
   mbar_arrive(sm.v_empty(last));
+  // After the last P.V: a skipped turn waits for its tile, whose load may need this one's V released.
+  for (int j = my_tiles; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
   epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
 }
 
