@@ -4,7 +4,7 @@ Hopper family uses. The PTX names every accumulator register, so each shape is s
 is the one place that spelling comes from.  Usage: scripts/gen-wgmma-ops.py > src/kernels/wgmma/wgmma_ops.cuh
 """
 
-SS_N = (128, 176)  # S = Q.K^T: N = keys per tile (wgmma_config.hpp's block_n values)
+SS_N = (128,)  # S = Q.K^T: N = keys per tile (wgmma_config.hpp's block_n values)
 RS_N = (64, 128)  # O += P.V: N = head_dim
 TYPES = (("__half", "f16"), ("__nv_bfloat16", "bf16"))
 

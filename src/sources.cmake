@@ -24,10 +24,8 @@ set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/wgmma_dispatch.cu
   src/kernels/wgmma/inst/wgmma_fp16_d64.cu
   src/kernels/wgmma/inst/wgmma_fp16_d128.cu
-  src/kernels/wgmma/inst/wgmma_fp16_d128_noncausal.cu
   src/kernels/wgmma/inst/wgmma_bf16_d64.cu
   src/kernels/wgmma/inst/wgmma_bf16_d128.cu
-  src/kernels/wgmma/inst/wgmma_bf16_d128_noncausal.cu
 )
 
 # Each kernel family's CUDA targets, compiled into the file that defines its KernelFamily

@@ -40,7 +40,7 @@ TEST(WgmmaOrder, EveryItemExactlyOnce) {
 
 // Busiest CTA's load over the mean, with the kernel's tile table and 132 SMs, causal (top-left, Lq = Lk).
 double balance(int64_t batch, int64_t heads, int64_t seqlen, int head_dim) {
-  const auto& cfg = kConfigs[config_index(head_dim, true)];
+  const auto& cfg = kConfigs[config_index(head_dim)];
   const int bm = cfg.block_m(), bn = cfg.block_n;
   const int q_blocks = static_cast<int>((seqlen + bm - 1) / bm);
   const int count = q_blocks * static_cast<int>(batch * heads);

@@ -1,14 +1,12 @@
-// Epilogues of the Hopper kernel: how a consumer warpgroup's 64 rows of O (normalised by the row sums)
-// and their lse leave the kernel, and when the item's Q buffer is free again. A policy type chosen by
-// the tile table's o_store (Epilogue<T, kIndex>); the consumer calls it at three points of an item:
-// first_s_done (its first S GEMM has completed), last_s_done (its last one has), store (after the last
-// P.V).
+// The epilogue of the Hopper kernel: how a consumer warpgroup's 64 rows of O (normalised by the row sums)
+// and their lse leave the kernel, and when the item's Q buffer, which O passes through, is free again.
+// The consumer calls it at two points of an item: first_s_done (its first S GEMM has completed, or it
+// has none) and store (after its last P.V).
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
@@ -32,44 +30,15 @@ __device__ __forceinline__ void store_lse(const KernelParams& p, const Work& w, 
         l > 0.f ? (m + __log2f(l)) * 0.6931471805599453f : -INFINITY;
 }
 
-// O from registers with 4-byte global stores (8 rows per warp instruction). Q is free after the last S
-// GEMM: every consumer thread releases it then.
-template <typename T, int kIndex>
-struct DirectStore {
-  static constexpr TileConfig kCfg = kConfigs[kIndex];
-  static constexpr uint32_t kQReleases = kCfg.consumers * 128;  // q_empty arrivals per item
-
-  __device__ void first_s_done(const Smem<kIndex>&) {}
-  __device__ void last_s_done(const Smem<kIndex>& sm, int q_buf) { mbar_arrive(sm.q_empty(q_buf)); }
-
-  __device__ void store(const KernelParams& p, const CUtensorMap*, const Work& w, const Smem<kIndex>&, int,
-                        int, int row_lo, int lane, const float (&o)[kCfg.head_dim / 2], const float (&m)[2],
-                        float (&l)[2]) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float inv = inverse_row_sum(l[r]);
-      const int row = row_lo + 8 * r;
-      store_lse(p, w, row, lane, m[r], l[r]);
-      if (row >= p.seqlen_q) continue;
-      T* out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride +
-               static_cast<int64_t>(row) * p.o_seq_stride;
-#pragma unroll
-      for (int c = 0; c < kCfg.head_dim / 8; ++c) {
-        const int i = 4 * c + 2 * r;
-        *reinterpret_cast<uint32_t*>(out + 8 * c + 2 * (lane & 3)) = pack2<T>(o[i] * inv, o[i + 1] * inv);
-      }
-    }
-  }
-  __device__ void finish() {}
-};
-
 // O through shared memory: the warpgroup writes its rows into the item's Q buffer (Q's swizzled layout,
 // conflict-free: the 8 rows of a store instruction fall in 8 different 16-byte units), one thread stores
 // them with TMA (rows past seqlen_q are not written) and moves on. The buffer is released once TMA has
 // read it, which that thread checks after the next item's first S GEMM: by then it has long happened, and
-// no warp of the warpgroup waits for it (waiting right after the store cost 10% at D=64, L=512).
+// no warp of the warpgroup waits for it (waiting right after the store cost 10% at D=64, L=512). Against
+// 4-byte global stores from the registers (8 rows per warp instruction), +4% at causal D=128, L=512
+// with the wait, +10% with it deferred.
 template <typename T, int kIndex>
-struct TmaStore {
+struct Epilogue {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
   static constexpr uint32_t kQReleases = kCfg.consumers;  // one per warpgroup, from its storing thread
   int pending = -1;  // the storing thread: the Q buffer its last store may still be reading
@@ -81,7 +50,6 @@ struct TmaStore {
       pending = -1;
     }
   }
-  __device__ void last_s_done(const Smem<kIndex>&, int) {}
 
   __device__ void store(const KernelParams& p, const CUtensorMap* to, const Work& w, const Smem<kIndex>& sm,
                         int q_buf, int consumer, int row_lo, int lane, const float (&o)[kCfg.head_dim / 2],
@@ -115,9 +83,5 @@ struct TmaStore {
     if (threadIdx.x % 128 == 0) bulk_wait();
   }
 };
-
-template <typename T, int kIndex>
-using Epilogue = std::conditional_t<kConfigs[kIndex].o_store == OStore::kTma, TmaStore<T, kIndex>,
-                                    DirectStore<T, kIndex>>;
 
 }  // namespace evosdpa::detail::wgmma_sm90

@@ -29,7 +29,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (dev.cc_major != 9) return refuse(who + "needs a Hopper GPU (compute capability 9.x)");
   if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
     return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
-  const int variant = wgmma_sm90::config_index(static_cast<int>(p.head_dim), p.causal != EVOSDPA_CAUSAL_NONE);
+  const int variant = wgmma_sm90::config_index(static_cast<int>(p.head_dim));
   if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
   const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes();
   if (smem > dev.max_smem_per_block_optin)
@@ -60,7 +60,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
 // mma_sm80's small-grid variant, which spreads the rows over more SMs, is faster. Measured on an H100 at
 // (1,8,512,64), 32 items of 128 rows: 11.5 us against 9.9 us (docs/perf-log.md, v8).
 bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
-  const int variant = wgmma_sm90::config_index(static_cast<int>(p.head_dim), p.causal != EVOSDPA_CAUSAL_NONE);
+  const int variant = wgmma_sm90::config_index(static_cast<int>(p.head_dim));
   if (variant < 0) return false;
   const long long block_m = wgmma_sm90::kConfigs[variant].block_m();
   return (p.seqlen_q + block_m - 1) / block_m * p.batch * p.heads_q >= dev.sm_count;

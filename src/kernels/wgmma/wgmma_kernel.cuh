@@ -2,7 +2,7 @@
 // block_m query rows of one (batch, head) in turn (wgmma_scheduler.cuh); 1 + `consumers` warpgroups.
 //   Producer (warpgroup 0, one thread): per item, TMA loads of K and V tiles into a ring of `stages`
 //     buffers, each filling a "full" mbarrier and waiting on the stage's "empty" one, and of the Q tile
-//     of the item q_buffers - 1 ahead into the Q ring: the next item's loads run under this one's end.
+//     of the item kQBuffers - 1 ahead into the Q ring: the next item's loads run under this one's end.
 //   Consumers (warpgroups 1.., 64 query rows each): per K/V tile, S = Q.K^T by wgmma from shared
 //     memory, mask, online softmax in registers, P converted in place to wgmma A fragments, O += P.V by
 //     wgmma with P from registers, K and V released as soon as their GEMM is done. The P.V of one tile
@@ -30,12 +30,12 @@
 namespace evosdpa::detail::wgmma_sm90 {
 
 // ---- producer -------------------------------------------------------------------------------------
-// Q of the CTA's item `iter` into buffer iter % q_buffers, once the consumers have released it (its
-// previous use, q_buffers items earlier, is done).
+// Q of the CTA's item `iter` into buffer iter % kQBuffers, once the consumers have released it (its
+// previous use, kQBuffers items earlier, is done).
 template <int kIndex>
 __device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm,
                                        int iter) {
-  constexpr int kBuffers = kConfigs[kIndex].q_buffers;
+  constexpr int kBuffers = TileConfig::kQBuffers;
   const Work w = cta_item<kIndex>(p, iter);
   const int buf = iter % kBuffers;
   if (iter >= kBuffers) mbar_wait(sm.q_empty(buf), (iter / kBuffers - 1) & 1);
@@ -45,13 +45,13 @@ __device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams
 }
 
 // For each work item: its K and V tiles through the ring, whose position carries on from one item to the
-// next, and the Q of the item q_buffers - 1 ahead.
+// next, and the Q of the item kQBuffers - 1 ahead.
 template <int kIndex>
 __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const KernelParams& p,
                         const Smem<kIndex>& sm) {
   using S = Smem<kIndex>;
   constexpr TileConfig kCfg = kConfigs[kIndex];
-  constexpr int kAhead = kCfg.q_buffers - 1;
+  constexpr int kAhead = TileConfig::kQBuffers - 1;
   constexpr int kBlockBytes = kCfg.block_n * 128;  // one 64-column block of a K or V tile
   int tiles = 0;                                   // K/V tiles loaded so far
   const int items = items_of_cta<kIndex>(p);
@@ -229,7 +229,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int row0 = w.q0 + 64 * consumer;               // the warpgroup's first query row
   const int row_lo = row0 + 16 * warp + lane / 4;      // the thread's rows: row_lo, row_lo + 8
-  const int q_buf = iter % kCfg.q_buffers;
+  const int q_buf = iter % TileConfig::kQBuffers;
   const uint32_t q_rows = sm.q(q_buf) + consumer * 64 * 128;  // its 64 rows within each 64-column block of Q
   const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % kCfg.consumers;
   const int my_tiles = warpgroup_tiles(p, w, row0, BN);
@@ -242,10 +242,9 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[BN / 16][4];
-  mbar_wait(sm.q_full(q_buf), (iter / kCfg.q_buffers) & 1);
+  mbar_wait(sm.q_full(q_buf), (iter / TileConfig::kQBuffers) & 1);
   if (my_tiles == 0) {
     epilogue.first_s_done(sm);
-    epilogue.last_s_done(sm, q_buf);
     for (int j = 0; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
     epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
     return;
@@ -260,7 +259,6 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(tiles % kStages));
   epilogue.first_s_done(sm);
-  if (my_tiles == 1) epilogue.last_s_done(sm, q_buf);
   scores_to_probs<BN>(sc, p, 0, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
@@ -275,7 +273,6 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     if (!keep(it)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    if (it + 1 == my_tiles) epilogue.last_s_done(sm, q_buf);
     scores_to_probs<BN>(sc, p, it * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.v_empty(prev));
@@ -320,7 +317,7 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const Smem<kIndex> sm{(smem_addr(smem_raw) + 1023u) & ~1023u};  // the 128B swizzle repeats every 1024 bytes
   if (threadIdx.x == 0) {
-    for (int b = 0; b < kCfg.q_buffers; ++b) {
+    for (int b = 0; b < TileConfig::kQBuffers; ++b) {
       mbar_init(sm.q_full(b), 1);
       mbar_init(sm.q_empty(b), Epilogue<T, kIndex>::kQReleases);
     }

@@ -19,11 +19,11 @@ struct Smem {
   static constexpr int kDBlocks = kCfg.d_blocks();
   uint32_t base;
   __device__ uint32_t q(int buffer) const { return base + buffer * kQBytes; }
-  __device__ uint32_t k(int stage) const { return q(kCfg.q_buffers) + stage * kTileBytes; }
+  __device__ uint32_t k(int stage) const { return q(TileConfig::kQBuffers) + stage * kTileBytes; }
   __device__ uint32_t v(int stage) const { return k(kCfg.stages) + stage * kTileBytes; }
   __device__ uint32_t q_full(int buffer) const { return base + kBarriers + 8 * buffer; }
-  __device__ uint32_t q_empty(int buffer) const { return q_full(kCfg.q_buffers + buffer); }
-  __device__ uint32_t k_full(int stage) const { return q_full(2 * kCfg.q_buffers + stage); }
+  __device__ uint32_t q_empty(int buffer) const { return q_full(TileConfig::kQBuffers + buffer); }
+  __device__ uint32_t k_full(int stage) const { return q_full(2 * TileConfig::kQBuffers + stage); }
   __device__ uint32_t v_full(int stage) const { return k_full(kCfg.stages + stage); }
   __device__ uint32_t k_empty(int stage) const { return k_full(2 * kCfg.stages + stage); }
   __device__ uint32_t v_empty(int stage) const { return k_full(3 * kCfg.stages + stage); }

@@ -1,6 +1,6 @@
-// Explicit instantiation: Hopper kernel, fp16, head_dim 128, the row that serves causal calls.
+// Explicit instantiation: Hopper kernel, fp16, head_dim 128.
 #include "kernels/wgmma/wgmma_launch.cuh"
 
 namespace evosdpa::detail::wgmma_sm90 {
-template cudaError_t launch<__half, config_index(128, true)>(const KernelParams&, cudaStream_t);
+template cudaError_t launch<__half, config_index(128)>(const KernelParams&, cudaStream_t);
 }  // namespace evosdpa::detail::wgmma_sm90

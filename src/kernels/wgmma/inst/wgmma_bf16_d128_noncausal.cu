@@ -1,6 +1,0 @@
-// Explicit instantiation: Hopper kernel, bf16, head_dim 128, the row for calls without a causal mask.
-#include "kernels/wgmma/wgmma_launch.cuh"
-
-namespace evosdpa::detail::wgmma_sm90 {
-template cudaError_t launch<__nv_bfloat16, config_index(128, false)>(const KernelParams&, cudaStream_t);
-}  // namespace evosdpa::detail::wgmma_sm90
