@@ -23,8 +23,10 @@ set(EVOSDPA_SOURCES
 set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/wgmma_dispatch.cu
   src/kernels/wgmma/inst/wgmma_fp16_d64.cu
+  src/kernels/wgmma/inst/wgmma_fp16_d64_m128.cu
   src/kernels/wgmma/inst/wgmma_fp16_d128.cu
   src/kernels/wgmma/inst/wgmma_bf16_d64.cu
+  src/kernels/wgmma/inst/wgmma_bf16_d64_m128.cu
   src/kernels/wgmma/inst/wgmma_bf16_d128.cu
 )
 

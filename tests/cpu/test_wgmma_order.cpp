@@ -1,5 +1,6 @@
 // The Hopper kernel's work order (kernels/wgmma/wgmma_order.hpp): every query block of every head is
 // taken exactly once, and on causal shapes the CTAs' loads (K/V tiles summed over their items) stay even.
+// And its choice among the tile-table rows of one head size (choose_config).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,9 +13,10 @@
 namespace {
 
 using evosdpa::detail::wgmma_sm90::BlockOfHead;
-using evosdpa::detail::wgmma_sm90::config_index;
+using evosdpa::detail::wgmma_sm90::choose_config;
 using evosdpa::detail::wgmma_sm90::item_order;
 using evosdpa::detail::wgmma_sm90::kConfigs;
+using evosdpa::detail::wgmma_sm90::row_of;
 
 TEST(WgmmaOrder, EveryItemExactlyOnce) {
   for (bool causal : {false, true})
@@ -40,7 +42,7 @@ TEST(WgmmaOrder, EveryItemExactlyOnce) {
 
 // Busiest CTA's load over the mean, with the kernel's tile table and 132 SMs, causal (top-left, Lq = Lk).
 double balance(int64_t batch, int64_t heads, int64_t seqlen, int head_dim) {
-  const auto& cfg = kConfigs[config_index(head_dim)];
+  const auto& cfg = kConfigs[choose_config(head_dim, batch * heads, seqlen, 132)];
   const int bm = cfg.block_m(), bn = cfg.block_n;
   const int q_blocks = static_cast<int>((seqlen + bm - 1) / bm);
   const int count = q_blocks * static_cast<int>(batch * heads);
@@ -63,6 +65,18 @@ TEST(WgmmaOrder, CausalLoadsEvenOnTheFa3Grid) {
       const double b = balance(16384 / l, 2048 / d, l, d);
       EXPECT_GE(b, 0.93) << "D" << d << " L" << l;
     }
+}
+
+TEST(WgmmaRows, FewWavesTakeSmallerItems) {
+  // (2,8,2048,64): 176 items of 192 rows are two rounds on 132 SMs, as are 256 items of 128 rows.
+  EXPECT_EQ(choose_config(64, 2 * 8, 2048, 132), row_of(64, 2));
+  EXPECT_EQ(choose_config(64, 1 * 8, 512, 132), row_of(64, 2));
+  // The fa3 grid (16k tokens, 32 heads): many rounds, where three consumers are faster per row.
+  for (int64_t l = 512; l <= 16384; l *= 2) EXPECT_EQ(choose_config(64, 16384 / l * 32, l, 132), row_of(64, 3)) << l;
+  EXPECT_EQ(choose_config(128, 2 * 8, 2048, 132), row_of(128, 2));
+  EXPECT_EQ(choose_config(96, 16, 2048, 132), -1);
+  // Item counts past 2^63 are estimated in floating point, not overflowed.
+  EXPECT_EQ(choose_config(64, (int64_t{1} << 62) - 1, 1 << 30, 132), row_of(64, 3));
 }
 
 }  // namespace

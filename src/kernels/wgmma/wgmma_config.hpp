@@ -15,6 +15,8 @@ struct TileConfig {
                       // tensor cores; 3 where the softmax is as long as the GEMMs (D = 64)
   int producer_regs;  // registers per thread after setmaxnreg: the producer warpgroup gives its share
   int consumer_regs;  //   to the consumers (the register file holds 64K)
+  double row_speed;   // query rows per unit time relative to the other rows of its head size, measured
+                      // with full waves (choose_config)
 
   static constexpr int kElemBytes = 2;  // fp16 / bf16
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
@@ -32,23 +34,51 @@ struct TileConfig {
   constexpr int smem_bytes() const { return 1024 + barrier_offset() + 8 * (2 * kQBuffers + 4 * stages); }
 };
 
-// One row per head_dim (measured on an H100, fa3 grid, docs/perf-log.md v8.3):
-//  - D = 64: three consumers (192 rows): per 128-key tile a warpgroup's GEMMs take about as long as its
+// Measured on an H100 (docs/perf-log.md v8.3):
+//  - D = 64, three consumers (192 rows): per 128-key tile a warpgroup's GEMMs take about as long as its
 //    softmax (16K exponentials), so a third warpgroup keeps the tensor cores busy (FlashAttention-3's
-//    choice for this head size): non-causal D = 64 went from 0.79-0.90x cuDNN to 0.85-1.07x.
+//    choice for this head size): on the fa3 grid non-causal D = 64 went from 0.79-0.90x cuDNN to
+//    0.85-1.07x, about 15% more rows per second. Two consumers (128 rows) for grids of few waves, where
+//    the bigger items leave SMs idle: (2,8,2048,64) ran 48 us with 128-row items, 56 with 192.
 //  - D = 128: 128-key tiles. A 176-key row (FlashAttention-3's non-causal choice) was 6% faster than
 //    this one with direct stores of O, and 5-9% slower once O went out through TMA.
 // Registers: 2 consumers x 240 + 24, 3 x 160 + 32 (x 128 threads <= 64K).
 inline constexpr TileConfig kConfigs[] = {
-    {64, 128, 2, 3, 32, 160},
-    {128, 128, 2, 2, 24, 240},
+    {64, 128, 2, 3, 32, 160, 1.15},
+    {64, 128, 2, 2, 24, 240, 1.0},
+    {128, 128, 2, 2, 24, 240, 1.0},
 };
 inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
-constexpr int config_index(int head_dim) {
+// The row of kConfigs with this head size and consumer count (the instantiation files name rows so).
+constexpr int row_of(int head_dim, int consumers) {
   for (int i = 0; i < kConfigCount; ++i)
-    if (kConfigs[i].head_dim == head_dim) return i;
+    if (kConfigs[i].head_dim == head_dim && kConfigs[i].consumers == consumers) return i;
   return -1;
+}
+
+// The row for a call: among the rows of its head size, the one whose persistent grid (sm_count CTAs)
+// ends first, estimated as rounds of items (ceil(items / sm_count)) times rows per item over row_speed;
+// the first on a tie; -1 if no row has this head size. In floating point: items can pass 2^63.
+constexpr int choose_config(int head_dim, long long batch_heads, long long seqlen_q, int sm_count) {
+  int best = -1;
+  double best_time = 0;
+  for (int i = 0; i < kConfigCount; ++i) {
+    if (kConfigs[i].head_dim != head_dim) continue;
+    const long long bm = kConfigs[i].block_m();
+    const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
+    const double per_sm = items / sm_count;
+    double rounds = per_sm;  // past 2^53 a round more or less is below the rounding
+    if (per_sm <= 1.0) {
+      rounds = 1.0;
+    } else if (per_sm < 9.0e15) {
+      const double whole = static_cast<double>(static_cast<long long>(per_sm));
+      rounds = whole < per_sm ? whole + 1.0 : whole;
+    }
+    const double time = rounds * static_cast<double>(bm) / kConfigs[i].row_speed;
+    if (best < 0 || time < best_time) best = i, best_time = time;
+  }
+  return best;
 }
 
 constexpr bool valid(const TileConfig& c) {

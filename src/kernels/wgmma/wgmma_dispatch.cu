@@ -16,7 +16,7 @@ cudaError_t launch_variant(const KernelParams& p, evosdpa_dtype_t dtype, int var
 
 cudaError_t probe_image() {
   cudaFuncAttributes attr;
-  return probe_answer(kernel_attributes<__half, config_index(64)>(&attr));
+  return probe_answer(kernel_attributes<__half, row_of(64, 3)>(&attr));
 }
 
 }  // namespace evosdpa::detail::wgmma_sm90
