@@ -22,13 +22,13 @@ uint16_t encode(evosdpa_dtype_t dtype, float x) {
 
 float decode(evosdpa_dtype_t dtype, uint16_t bits) {
   if (dtype == EVOSDPA_DTYPE_BFLOAT16) {
-    __nv_bfloat16 b;
-    std::memcpy(&b, &bits, 2);
-    return __bfloat162float(b);
+    __nv_bfloat16_raw raw;
+    raw.x = bits;
+    return __bfloat162float(__nv_bfloat16(raw));
   }
-  __half h;
-  std::memcpy(&h, &bits, 2);
-  return __half2float(h);
+  __half_raw raw;
+  raw.x = bits;
+  return __half2float(__half(raw));
 }
 
 const char* dtype_name(evosdpa_dtype_t dtype) { return dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : "fp16"; }
