@@ -22,9 +22,7 @@
 #include "evosdpa/evosdpa.hpp"
 #include "host/accuracy_check.hpp"
 
-#ifndef EVOSDPA_GIT_COMMIT
-#define EVOSDPA_GIT_COMMIT "unknown"
-#endif
+#include "git_commit.hpp"  // EVOSDPA_GIT_COMMIT, written at build time
 
 using namespace evosdpa::bench;
 

@@ -47,7 +47,7 @@ print(f"kernel: {m['Kernel Name'][0][:100]}")
 print("| metric | value |\n|---|---:|")
 for label, n in [("duration", "gpu__time_duration.sum"),
                  ("tensor pipe active (% of peak)", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"),
-                 ("HMMA issue (% of peak)", "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
+                 ("tensor-op issue, HMMA and HGMMA (% of peak)", "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
                  ("DRAM throughput (% of peak)", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
                  ("L2 read sectors", "lts__t_sectors_op_read.sum"),
                  ("shared ld bank conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"),
