@@ -58,8 +58,8 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
   for (int iter = 0; iter < min(kAhead, items); ++iter) load_q<kIndex>(tq, p, sm, iter);
   for (int iter = 0; iter < items; ++iter) {
     const Work w = cta_item<kIndex>(p, iter);
-    // After this item's first K and V (the TMA epilogue releases a Q buffer only once the next item's
-    // first S GEMM is done).
+    // The next Q goes after this item's first K and V (below): the epilogue releases a Q buffer only
+    // after the next item's first S GEMM, which needs that K. An item without tiles loads it at once.
     if (w.n_tiles == 0 && iter + kAhead < items) load_q<kIndex>(tq, p, sm, iter + kAhead);
     const int kv_head = w.head / p.kv_group;
     for (int t = 0; t < w.n_tiles; ++t, ++tiles) {

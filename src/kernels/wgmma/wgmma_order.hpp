@@ -7,8 +7,8 @@
 //    (Q-1-p with p, both of one head), and one CTA runs both members of a pair: in each round of G pairs
 //    the G long members come first, then the G short ones, so stride G gives a CTA both. Every pair has
 //    about the same length and the CTAs' totals even out (tests/cpu/test_wgmma_order.cpp measures the
-//    busiest CTA's load against the mean on the fa3 grid: 0.94-0.97, where longest-block-first with
-//    plain striding gave 0.74-0.89). Pairs of one head are consecutive, so a round's pairs cover few
+//    busiest CTA's load against the mean on the fa3 grid: 0.94-0.97, where longest-block-first gave
+//    0.81-0.89 with plain striding and down to 0.74 with alternating directions). Pairs of one head are consecutive, so a round's pairs cover few
 //    heads and their K and V stay in L2. With an odd block count each head's middle block is left over;
 //    these, the shortest whole-length items, come last.
 #pragma once
