@@ -27,8 +27,8 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   }
   EXPECT_EQ(mma.size(), 2u * evosdpa::detail::mma_sm80::kConfigCount)
       << "expected fp16 and bf16 instantiations of every tile-table row";
-  EXPECT_EQ(wgmma.size(), 2u * evosdpa::detail::wgmma_sm90::kConfigCount)
-      << "expected fp16 and bf16 sm_90a instantiations of every Hopper tile-table row";
+  EXPECT_EQ(wgmma.size(), 4u * evosdpa::detail::wgmma_sm90::kConfigCount)
+      << "expected fp16 and bf16 sm_90a instantiations of every Hopper tile-table row, persistent and split";
   for (const auto& v : gate_violations(kernels)) ADD_FAILURE() << v;
   std::cout << report_table(kernels);
 }

@@ -6,6 +6,7 @@
 
 #include "cpu/params_fixture.hpp"
 #include "kernels/mma/mma_config.hpp"
+#include "kernels/wgmma/wgmma_config.hpp"
 
 using namespace evosdpa::detail;
 
@@ -56,8 +57,10 @@ TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
 TEST(Selection, AutoLeavesLessThanAWaveToTheSmallGridVariant) {
   auto h100 = device(9, 0);
   h100.sm_count = 132;
-  // (1, 8, 512, 64): 32 CTAs of 128 rows on 132 SMs: mma_sm80's small-grid variant runs it faster.
-  auto small = valid_params(1, 8, 512, 512, 64);
+  // (1, 8, 512, 64) with 128 keys: 32 CTAs of 128 rows and one K/V tile each on 132 SMs, nothing to
+  // split: mma_sm80's small-grid variant runs it faster. (With 512 keys the split runs it:
+  // SmallGridsTakeTheSmallGridVariant.)
+  auto small = valid_params(1, 8, 512, 128, 64);
   EXPECT_EQ(name_of(select_any_arch(small, h100, "auto")), "mma_sm80");
   EXPECT_EQ(name_of(select_any_arch(small, h100, "wgmma_sm90")), "wgmma_sm90");  // by name it runs
   // 4 x 16 x 4096 rows: 2048 CTAs.
@@ -165,8 +168,16 @@ TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
     ASSERT_GE(small, 0);
     EXPECT_LT(mma_sm80::kConfigs[small].block_m(), mma_sm80::kConfigs[big].block_m());
     // B=1 H=8 L=512: 32 blocks of 128 rows on 132 SMs.
-    auto s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "auto");
+    auto s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "mma_sm80");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
+    EXPECT_EQ(s.variant, small);
+    // On Hopper, "auto" splits the keys of these few items over clusters (wgmma_sm90) ...
+    s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "auto");
+    EXPECT_EQ(name_of(s), "wgmma_sm90");
+    EXPECT_GT(wgmma_sm90::Choice::of_variant(s.variant).splits, 1);
+    // ... but leaves a call with one K/V tile per item to mma_sm80's small-grid variant.
+    s = select_any_arch(valid_params(1, 8, 512, 128, d), dev, "auto");
+    EXPECT_EQ(name_of(s), "mma_sm80");
     EXPECT_EQ(s.variant, small);
     // B=2 H=8 L=2048: 256 blocks fill the SMs.
     s = select_any_arch(valid_params(2, 8, 2048, 2048, d), dev, "mma_sm80");

@@ -1,6 +1,7 @@
 // The Hopper kernel's work order (kernels/wgmma/wgmma_order.hpp): every query block of every head is
 // taken exactly once, and on causal shapes the CTAs' loads (K/V tiles summed over their items) stay even.
-// And its choice among the tile-table rows of one head size (choose_config).
+// And its choice among the tile-table rows of one head size and of splitting items over clusters
+// (choose_config).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,9 +14,11 @@
 namespace {
 
 using evosdpa::detail::wgmma_sm90::BlockOfHead;
+using evosdpa::detail::wgmma_sm90::Choice;
 using evosdpa::detail::wgmma_sm90::choose_config;
 using evosdpa::detail::wgmma_sm90::item_order;
 using evosdpa::detail::wgmma_sm90::kConfigs;
+using evosdpa::detail::wgmma_sm90::kMaxSplits;
 using evosdpa::detail::wgmma_sm90::row_of;
 
 TEST(WgmmaOrder, EveryItemExactlyOnce) {
@@ -42,7 +45,7 @@ TEST(WgmmaOrder, EveryItemExactlyOnce) {
 
 // Busiest CTA's load over the mean, with the kernel's tile table and 132 SMs, causal (top-left, Lq = Lk).
 double balance(int64_t batch, int64_t heads, int64_t seqlen, int head_dim) {
-  const auto& cfg = kConfigs[choose_config(head_dim, batch * heads, seqlen, 132)];
+  const auto& cfg = kConfigs[choose_config(head_dim, batch * heads, seqlen, seqlen, 132).row];
   const int bm = cfg.block_m(), bn = cfg.block_n;
   const int q_blocks = static_cast<int>((seqlen + bm - 1) / bm);
   const int count = q_blocks * static_cast<int>(batch * heads);
@@ -67,16 +70,53 @@ TEST(WgmmaOrder, CausalLoadsEvenOnTheFa3Grid) {
     }
 }
 
+// The row choose_config takes for a self-attention call (Lq = Lk) on 132 SMs.
+int row(int d, int64_t batch_heads, int64_t seqlen) { return choose_config(d, batch_heads, seqlen, seqlen, 132).row; }
+
 TEST(WgmmaRows, FewWavesTakeSmallerItems) {
   // (2,8,2048,64): 176 items of 192 rows are two rounds on 132 SMs, as are 256 items of 128 rows.
-  EXPECT_EQ(choose_config(64, 2 * 8, 2048, 132), row_of(64, 2));
-  EXPECT_EQ(choose_config(64, 1 * 8, 512, 132), row_of(64, 2));
+  EXPECT_EQ(row(64, 2 * 8, 2048), row_of(64, 2));
   // The fa3 grid (16k tokens, 32 heads): many rounds, where three consumers are faster per row.
-  for (int64_t l = 512; l <= 16384; l *= 2) EXPECT_EQ(choose_config(64, 16384 / l * 32, l, 132), row_of(64, 3)) << l;
-  EXPECT_EQ(choose_config(128, 2 * 8, 2048, 132), row_of(128, 2));
-  EXPECT_EQ(choose_config(96, 16, 2048, 132), -1);
+  for (int64_t l = 512; l <= 16384; l *= 2) EXPECT_EQ(row(64, 16384 / l * 32, l), row_of(64, 3)) << l;
+  EXPECT_EQ(row(128, 2 * 8, 2048), row_of(128, 2));
+  EXPECT_EQ(row(96, 16, 2048), -1);
   // Item counts past 2^63 are estimated in floating point, not overflowed.
-  EXPECT_EQ(choose_config(64, (int64_t{1} << 62) - 1, 1 << 30, 132), row_of(64, 3));
+  EXPECT_EQ(row(64, (int64_t{1} << 62) - 1, 1 << 30), row_of(64, 3));
+}
+
+TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
+  // The mission shape (1,8,512,64): 32 items of 128 rows, each of its 4 K/V tiles on its own CTA.
+  Choice c = choose_config(64, 8, 512, 512, 132);
+  EXPECT_EQ(c.row, row_of(64, 2));
+  EXPECT_EQ(c.splits, 4);
+  // 64 items: two CTAs each; 128 items: already a wave, no split.
+  EXPECT_EQ(choose_config(64, 8, 1024, 1024, 132).splits, 2);
+  EXPECT_EQ(choose_config(128, 16, 1024, 1024, 132).splits, 1);
+  // Never more CTAs than tiles (Lk = 300: 3 tiles), nor a split without tiles to share.
+  EXPECT_EQ(choose_config(64, 1, 64, 300, 132).splits, 2);
+  EXPECT_EQ(choose_config(64, 1, 64, 128, 132).splits, 1);
+  EXPECT_EQ(choose_config(64, 1, 64, 0, 132).splits, 1);
+  EXPECT_EQ(choose_config(128, 1, 100, 1 << 20, 132).splits, kMaxSplits);
+  // Whatever the call, the clusters hold no more CTAs than SMs, splits is a power of two up to
+  // kMaxSplits, and it survives the trip through KernelFamily's variant.
+  for (int d : {64, 128})
+    for (int64_t bh : {1, 3, 8, 40, 200})
+      for (int64_t lq : {1, 100, 512, 1000, 5000})
+        for (int64_t lk : {0, 1, 129, 512, 4096})
+          for (int sms : {1, 8, 78, 132}) {
+            const Choice ch = choose_config(d, bh, lq, lk, sms);
+            ASSERT_GE(ch.row, 0);
+            const int64_t bm = kConfigs[ch.row].block_m();
+            const int64_t tiles = (lk + kConfigs[ch.row].block_n - 1) / kConfigs[ch.row].block_n;
+            EXPECT_TRUE(ch.splits == 1 || ch.splits == 2 || ch.splits == 4 || ch.splits == 8);
+            if (ch.splits > 1) {
+              EXPECT_LE((lq + bm - 1) / bm * bh * ch.splits, sms);
+              EXPECT_LE(ch.splits, tiles);
+            }
+            const Choice back = Choice::of_variant(ch.variant());
+            EXPECT_EQ(back.row, ch.row);
+            EXPECT_EQ(back.splits, ch.splits);
+          }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The Hopper instructions of the wgmma_sm90 family other than the matrix products (wgmma_ops.cuh):
 // mbarriers, TMA tile loads and stores, wgmma fences and shared-memory matrix descriptors, named barriers,
-// register reallocation.
+// register reallocation, clusters and their distributed shared memory.
 // Field values and the hardware check behind them: docs/hopper-notes.md.
 #pragma once
 
@@ -37,6 +37,11 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase) {
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------------
+// Fetch a tensor map (a kernel parameter) into the TMA unit's cache ahead of its first use.
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 // One box of a 4-D [batch, head, seq, dim] tensor map into shared memory (1024-byte aligned for the
 // 128-byte swizzle); coordinates innermost first, in elements. Completes `bar`'s transaction count.
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int dim, int seq,
@@ -68,6 +73,12 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 __device__ __forceinline__ void st_shared(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
+__device__ __forceinline__ void st_shared(uint32_t addr, float value) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(value) : "memory");
+}
+__device__ __forceinline__ void st_shared(uint32_t addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
 
 // ---- wgmma -------------------------------------------------------------------------------------------
 // Before a wgmma reads registers (accumulators, A fragments) that ordinary instructions wrote.
@@ -94,6 +105,42 @@ __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive 
 // One warpgroup alone.
 __device__ __forceinline__ void named_sync_warpgroup(int id) {
   asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
+}
+
+// ---- clusters ----------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t cluster_size() {
+  uint32_t n;
+  asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of the cluster's CTAs arrives (release) and waits for the others (acquire): shared-memory
+// writes before it are visible to the cluster's loads after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+// The address of the same shared-memory location in the cluster's CTA `rank`.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t mapped;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
+  return mapped;
+}
+__device__ __forceinline__ float ld_cluster(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ float4 ld_cluster_v4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
 }
 
 // ---- registers ---------------------------------------------------------------------------------------

@@ -29,9 +29,28 @@ struct TileConfig {
   constexpr int q_bytes() const { return block_m() * head_dim * kElemBytes; }
   constexpr int kv_tile_bytes() const { return block_n * head_dim * kElemBytes; }
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
-  // period), then the mbarriers (each ring's full and empty ones); plus 1024 bytes to align the base.
+  // period), then the mbarriers (each ring's full and empty ones), then the row statistics a split
+  // item's CTAs exchange (max and sum per query row, wgmma_merge.cuh); plus 1024 bytes to align the base.
   constexpr int barrier_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
-  constexpr int smem_bytes() const { return 1024 + barrier_offset() + 8 * (2 * kQBuffers + 4 * stages); }
+  constexpr int stats_offset() const { return barrier_offset() + 8 * (2 * kQBuffers + 4 * stages); }
+  constexpr int smem_bytes() const { return 1024 + stats_offset() + 2 * 4 * block_m(); }
+  // A split item's partial O, fp32 rows padded by 16 bytes (2-way bank conflicts for the 8-byte stores,
+  // the least 8-byte stores allow), written over the K/V ring once every GEMM is done.
+  constexpr int partial_row_bytes() const { return (head_dim + 4) * 4; }
+};
+
+// Most CTAs sharing one item's keys (a cluster, merged through distributed shared memory): the
+// largest cluster size every sm_90 part runs.
+inline constexpr int kMaxSplits = 8;
+
+// How a call runs: its tile-table row, and how many CTAs of a cluster share each work item's K/V tiles
+// (1: the persistent grid, one CTA per SM taking whole items in turn).
+struct Choice {
+  int row;
+  int splits;
+  // As KernelFamily's variant (one int): the row and log2(splits).
+  constexpr int variant() const { return row * 4 + (splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0); }
+  static constexpr Choice of_variant(int v) { return {v / 4, 1 << (v % 4)}; }
 };
 
 // Measured on an H100 (docs/perf-log.md v8.3):
@@ -57,26 +76,35 @@ constexpr int row_of(int head_dim, int consumers) {
   return -1;
 }
 
-// The row for a call: among the rows of its head size, the one whose persistent grid (sm_count CTAs)
-// ends first, estimated as rounds of items (ceil(items / sm_count)) times rows per item over row_speed;
-// the first on a tie; -1 if no row has this head size. In floating point: items can pass 2^63.
-constexpr int choose_config(int head_dim, long long batch_heads, long long seqlen_q, int sm_count) {
-  int best = -1;
+// ceil(x), at least 1; past 2^53 a whole more or less is below the rounding.
+constexpr double ceil_positive(double x) {
+  if (x <= 1.0) return 1.0;
+  if (x >= 9.0e15) return x;
+  const double whole = static_cast<double>(static_cast<long long>(x));
+  return whole < x ? whole + 1.0 : whole;
+}
+
+// How a call runs: among the rows of its head size, the one that should end first; the first on a tie;
+// row -1 if no row has this head size. A row with at least as many items (block_m query rows of one
+// (batch, head)) as SMs runs the persistent grid, estimated as rounds of items (ceil(items / sm_count))
+// times rows per item over row_speed. With fewer items, each item's K/V tiles are split among a cluster
+// of CTAs (a power of two, at most kMaxSplits and the item's tiles, the clusters no more CTAs than SMs):
+// one round of rows times the tiles of one split. In floating point: items can pass 2^63.
+constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
+                               int sm_count) {
+  Choice best{-1, 1};
   double best_time = 0;
   for (int i = 0; i < kConfigCount; ++i) {
     if (kConfigs[i].head_dim != head_dim) continue;
     const long long bm = kConfigs[i].block_m();
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
-    const double per_sm = items / sm_count;
-    double rounds = per_sm;  // past 2^53 a round more or less is below the rounding
-    if (per_sm <= 1.0) {
-      rounds = 1.0;
-    } else if (per_sm < 9.0e15) {
-      const double whole = static_cast<double>(static_cast<long long>(per_sm));
-      rounds = whole < per_sm ? whole + 1.0 : whole;
-    }
-    const double time = rounds * static_cast<double>(bm) / kConfigs[i].row_speed;
-    if (best < 0 || time < best_time) best = i, best_time = time;
+    const double tiles = static_cast<double>((seqlen_k + kConfigs[i].block_n - 1) / kConfigs[i].block_n);
+    int splits = 1;
+    while (2 * splits <= kMaxSplits && 2 * splits <= tiles && items * 2 * splits <= sm_count) splits *= 2;
+    const double rounds = ceil_positive(items / sm_count);  // rounds of items
+    const double tiles_per_item = splits > 1 ? ceil_positive(tiles / splits) : (tiles > 1 ? tiles : 1.0);
+    const double time = rounds * tiles_per_item * static_cast<double>(bm) / kConfigs[i].row_speed;
+    if (best.row < 0 || time < best_time) best = {i, splits}, best_time = time;
   }
   return best;
 }
@@ -89,6 +117,7 @@ constexpr bool valid(const TileConfig& c) {
          c.producer_regs % 8 == 0 && c.consumer_regs % 8 == 0 &&            // setmaxnreg's granularity
          128 * (c.producer_regs + c.consumers * c.consumer_regs) <= 65536 &&  // the register file
          c.kv_tile_bytes() % 1024 == 0 && c.q_bytes() % 1024 == 0 &&       // tiles stay 1024-byte aligned
+         c.block_m() * c.partial_row_bytes() <= 2 * c.stages * c.kv_tile_bytes() &&  // the partial O fits
          c.smem_bytes() <= 227 * 1024;                                       // sm_90's per-block opt-in limit
 }
 

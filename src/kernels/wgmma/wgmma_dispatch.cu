@@ -1,4 +1,4 @@
-// Chooses the (dtype, tile-table row) instantiation of the Hopper kernel.
+// Chooses the (dtype, tile-table row) instantiation of the Hopper kernel and hands it the split count.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -9,8 +9,9 @@
 namespace evosdpa::detail::wgmma_sm90 {
 
 cudaError_t launch_variant(const KernelParams& p, evosdpa_dtype_t dtype, int variant, cudaStream_t stream) {
+  const Choice choice = Choice::of_variant(variant);
   return with_element_type(dtype, [&](auto t) {
-    return with_row<kConfigCount>(variant, [&](auto row) { return launch<decltype(t), row()>(p, stream); });
+    return with_row<kConfigCount>(choice.row, [&](auto row) { return launch<decltype(t), row()>(p, choice.splits, stream); });
   });
 }
 

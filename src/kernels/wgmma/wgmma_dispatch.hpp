@@ -9,7 +9,7 @@
 
 namespace evosdpa::detail::wgmma_sm90 {
 
-// `variant`: the row of the tile table (wgmma_config.hpp) that supports() chose.
+// `variant`: the Choice (row of the tile table and splits, wgmma_config.hpp) that supports() made.
 cudaError_t launch_variant(const KernelParams& p, evosdpa_dtype_t dtype, int variant, cudaStream_t stream);
 
 // KernelFamily::probe_image.

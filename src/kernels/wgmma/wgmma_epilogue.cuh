@@ -1,7 +1,8 @@
-// The epilogue of the Hopper kernel: how a consumer warpgroup's 64 rows of O (normalised by the row sums)
-// and their lse leave the kernel, and when the item's Q buffer, which O passes through, is free again.
-// The consumer calls it at two points of an item: first_s_done (its first S GEMM has completed, or it
-// has none) and store (after its last P.V).
+// The epilogue of the Hopper kernel's persistent grid: how a consumer warpgroup's 64 rows of O (normalised
+// by the row sums) and their lse leave the kernel, and when the item's Q buffer, which O passes through,
+// is free again. The consumer calls it at two points of an item: first_s_done (its first S GEMM has
+// completed, or it has none) and store (after its last P.V); the producer warpgroup's threads call idle()
+// when their loads are issued. (A split item's epilogue: wgmma_merge.cuh.)
 #pragma once
 
 #include <cuda.h>
@@ -38,7 +39,7 @@ __device__ __forceinline__ void store_lse(const KernelParams& p, const Work& w, 
 // 4-byte global stores from the registers (8 rows per warp instruction), +4% at causal D=128, L=512
 // with the wait, +10% with it deferred.
 template <typename T, int kIndex>
-struct Epilogue {
+struct StoreEpilogue {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
   static constexpr uint32_t kQReleases = kCfg.consumers;  // one per warpgroup, from its storing thread
   int pending = -1;  // the storing thread: the Q buffer its last store may still be reading
@@ -78,6 +79,7 @@ struct Epilogue {
       pending = q_buf;
     }
   }
+  __device__ void idle() {}
   // The stores complete before the CTA's shared memory goes away.
   __device__ void finish() {
     if (threadIdx.x % 128 == 0) bulk_wait();

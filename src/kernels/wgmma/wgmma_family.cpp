@@ -21,8 +21,9 @@ constexpr int64_t kTmaAlign = 16;
 constexpr int64_t kMaxTmaStride = int64_t{1} << 40;
 constexpr long long kMaxGridX = INT32_MAX;
 
-int row_for(const evosdpa_params_t& p, const DeviceInfo& dev) {
-  return wgmma_sm90::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, dev.sm_count);
+wgmma_sm90::Choice choice_for(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  return wgmma_sm90::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, p.seqlen_k,
+                                   dev.sm_count);
 }
 
 FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
@@ -33,7 +34,8 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (dev.cc_major != 9) return refuse(who + "needs a Hopper GPU (compute capability 9.x)");
   if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
     return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
-  const int variant = row_for(p, dev);
+  const wgmma_sm90::Choice choice = choice_for(p, dev);
+  const int variant = choice.row;
   if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
   const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes();
   if (smem > dev.max_smem_per_block_optin)
@@ -57,17 +59,18 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (blocks > kMaxGridX)
     return refuse(who + "batch * heads_q * ceil(seqlen_q / " + std::to_string(block_m) +
                   ") work items exceed 2^31-1");
-  return {{}, variant};
+  return {{}, choice.variant()};
 }
 
-// One CTA per SM (up to 214 KB of shared memory, 384 or 512 threads): with fewer work items than SMs,
-// mma_sm80's small-grid variant, which spreads the rows over more SMs, is faster. Measured on an H100 at
-// (1,8,512,64), 32 items of 128 rows: 11.5 us against 9.9 us (docs/perf-log.md, v8).
+// One CTA per SM (up to 214 KB of shared memory, 384 or 512 threads): with fewer work items than SMs and
+// no split of their keys (a single K/V tile), mma_sm80's small-grid variant, which spreads the rows over
+// more SMs, is faster. Measured on an H100 at (1,8,512,64), 32 items of 128 rows on the persistent grid:
+// 11.5 us against 9.9 us (docs/perf-log.md, v8); split over clusters of 4: PENDING.
 bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
-  const int variant = row_for(p, dev);
-  if (variant < 0) return false;
-  const long long block_m = wgmma_sm90::kConfigs[variant].block_m();
-  return (p.seqlen_q + block_m - 1) / block_m * p.batch * p.heads_q >= dev.sm_count;
+  const wgmma_sm90::Choice choice = choice_for(p, dev);
+  if (choice.row < 0) return false;
+  const long long block_m = wgmma_sm90::kConfigs[choice.row].block_m();
+  return choice.splits > 1 || (p.seqlen_q + block_m - 1) / block_m * p.batch * p.heads_q >= dev.sm_count;
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 
 namespace evosdpa::detail::wgmma_sm90 {
 
-// kIndex: a row of kConfigs (wgmma_config.hpp).
+// kIndex: a row of kConfigs (wgmma_config.hpp); splits: CTAs per item (Choice, wgmma_config.hpp).
 template <typename T, int kIndex>
-cudaError_t launch(const KernelParams& p, cudaStream_t stream);
+cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream);
 
 template <typename T, int kIndex>
 cudaError_t kernel_attributes(cudaFuncAttributes* attr);

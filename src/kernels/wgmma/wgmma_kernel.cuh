@@ -1,5 +1,7 @@
-// The Hopper attention forward kernel: a persistent grid of one CTA per SM, each taking work items of
-// block_m query rows of one (batch, head) in turn (wgmma_scheduler.cuh); 1 + `consumers` warpgroups.
+// The Hopper attention forward kernel: CTAs of 1 + `consumers` warpgroups taking work items of block_m
+// query rows of one (batch, head) as their Schedule says (wgmma_scheduler.cuh: a persistent grid of one
+// CTA per SM, or an item's K/V tiles split over a cluster), and writing them out with its Epilogue
+// (wgmma_epilogue.cuh, wgmma_merge.cuh).
 //   Producer (warpgroup 0, one thread): per item, TMA loads of K and V tiles into a ring of `stages`
 //     buffers, each filling a "full" mbarrier and waiting on the stage's "empty" one, and of the Q tile
 //     of the item kQBuffers - 1 ahead into the Q ring: the next item's loads run under this one's end.
@@ -7,7 +9,7 @@
 //     memory, mask, online softmax in registers, P converted in place to wgmma A fragments, O += P.V by
 //     wgmma with P from registers, K and V released as soon as their GEMM is done. The P.V of one tile
 //     runs under the softmax of the next, and the warpgroups take turns with the tensor cores.
-//     O is normalised once at the end and leaves through the table's epilogue (wgmma_epilogue.cuh).
+//     O is normalised once at the end and leaves through the Epilogue.
 // Registers move from the producer to the consumers with setmaxnreg (the table's split).
 #pragma once
 
@@ -23,6 +25,7 @@
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_epilogue.cuh"
+#include "kernels/wgmma/wgmma_merge.cuh"
 #include "kernels/wgmma/wgmma_ops.cuh"
 #include "kernels/wgmma/wgmma_scheduler.cuh"
 #include "kernels/wgmma/wgmma_smem.cuh"
@@ -32,11 +35,11 @@ namespace evosdpa::detail::wgmma_sm90 {
 // ---- producer -------------------------------------------------------------------------------------
 // Q of the CTA's item `iter` into buffer iter % kQBuffers, once the consumers have released it (its
 // previous use, kQBuffers items earlier, is done).
-template <int kIndex>
+template <int kIndex, typename Schedule>
 __device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm,
                                        int iter) {
   constexpr int kBuffers = TileConfig::kQBuffers;
-  const Work w = cta_item<kIndex>(p, iter);
+  const Work w = Schedule::item(p, iter);
   const int buf = iter % kBuffers;
   if (iter >= kBuffers) mbar_wait(sm.q_empty(buf), (iter / kBuffers - 1) & 1);
   mbar_expect_tx(sm.q_full(buf), Smem<kIndex>::kQBytes);
@@ -46,7 +49,7 @@ __device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams
 
 // For each work item: its K and V tiles through the ring, whose position carries on from one item to the
 // next, and the Q of the item kQBuffers - 1 ahead.
-template <int kIndex>
+template <int kIndex, typename Schedule>
 __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const KernelParams& p,
                         const Smem<kIndex>& sm) {
   using S = Smem<kIndex>;
@@ -54,18 +57,18 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
   constexpr int kAhead = TileConfig::kQBuffers - 1;
   constexpr int kBlockBytes = kCfg.block_n * 128;  // one 64-column block of a K or V tile
   int tiles = 0;                                   // K/V tiles loaded so far
-  const int items = items_of_cta<kIndex>(p);
-  for (int iter = 0; iter < min(kAhead, items); ++iter) load_q<kIndex>(tq, p, sm, iter);
+  const int items = Schedule::items(p);
+  for (int iter = 0; iter < min(kAhead, items); ++iter) load_q<kIndex, Schedule>(tq, p, sm, iter);
   for (int iter = 0; iter < items; ++iter) {
-    const Work w = cta_item<kIndex>(p, iter);
+    const Work w = Schedule::item(p, iter);
     // The next Q goes after this item's first K and V (below): the epilogue releases a Q buffer only
     // after the next item's first S GEMM, which needs that K. An item without tiles loads it at once.
-    if (w.n_tiles == 0 && iter + kAhead < items) load_q<kIndex>(tq, p, sm, iter + kAhead);
+    if (w.n_tiles == 0 && iter + kAhead < items) load_q<kIndex, Schedule>(tq, p, sm, iter + kAhead);
     const int kv_head = w.head / p.kv_group;
     for (int t = 0; t < w.n_tiles; ++t, ++tiles) {
       const int s = tiles % kCfg.stages;
       const uint32_t released = (tiles / kCfg.stages - 1) & 1;  // the phase in which the consumers freed s
-      const int key0 = t * kCfg.block_n;
+      const int key0 = (w.t0 + t) * kCfg.block_n;
       if (tiles >= kCfg.stages) mbar_wait(sm.k_empty(s), released);
       mbar_expect_tx(sm.k_full(s), S::kTileBytes);
       for (int b = 0; b < S::kDBlocks; ++b)
@@ -74,7 +77,7 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
       mbar_expect_tx(sm.v_full(s), S::kTileBytes);
       for (int b = 0; b < S::kDBlocks; ++b)
         tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), 64 * b, key0, kv_head, w.batch);
-      if (t == 0 && iter + kAhead < items) load_q<kIndex>(tq, p, sm, iter + kAhead);
+      if (t == 0 && iter + kAhead < items) load_q<kIndex, Schedule>(tq, p, sm, iter + kAhead);
     }
   }
 }
@@ -187,13 +190,13 @@ __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const 
   }
 }
 
-// The K/V tiles a warpgroup's 64 rows need: none if they all lie past seqlen_q (the last item's padding),
-// else up to its last row's diagonal (causal) or all of them; at most the item's n_tiles.
+// How many of the item's tiles (from t0 on) a warpgroup's 64 rows need: none if they all lie past
+// seqlen_q (the last item's padding), else those up to its last row's diagonal (causal) or all of them.
 __device__ __forceinline__ int warpgroup_tiles(const KernelParams& p, const Work& w, int row0, int block_n) {
   if (row0 >= p.seqlen_q) return 0;
   int keys = p.seqlen_k;
   if (p.causal) keys = min(keys, max(0, min(row0 + 64, p.seqlen_q) + p.causal_offset));
-  return min(w.n_tiles, (keys + block_n - 1) / block_n);
+  return max(0, min(w.n_tiles, (keys + block_n - 1) / block_n - w.t0));
 }
 
 // A turn of the pingpong for tile c (ring position) that the warpgroup does not compute: it passes the
@@ -220,15 +223,15 @@ __device__ __forceinline__ void skip_turn(const Smem<kIndex>& sm, int c, int my_
 // (at D=64, 192-row items, L=512: a quarter of the causal work, a ninth of the non-causal). `tiles` is
 // the ring position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last
 // tile, whose turn the last consumer keeps (consumer 0 never waits for it).
-template <typename T, int kIndex>
+template <typename T, int kIndex, typename Epilogue>
 __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const Work& w, int consumer,
-                             const Smem<kIndex>& sm, Epilogue<T, kIndex>& epilogue, int iter, int tiles,
-                             bool last_turn) {
+                             const Smem<kIndex>& sm, Epilogue& epilogue, int iter, int tiles, bool last_turn) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
   constexpr int D = kCfg.head_dim, BN = kCfg.block_n, kStages = kCfg.stages;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int row0 = w.q0 + 64 * consumer;               // the warpgroup's first query row
   const int row_lo = row0 + 16 * warp + lane / 4;      // the thread's rows: row_lo, row_lo + 8
+  const int key0 = w.t0 * BN;                          // the item's first key
   const int q_buf = iter % TileConfig::kQBuffers;
   const uint32_t q_rows = sm.q(q_buf) + consumer * 64 * 128;  // its 64 rows within each 64-column block of Q
   const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % kCfg.consumers;
@@ -259,7 +262,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(tiles % kStages));
   epilogue.first_s_done(sm);
-  scores_to_probs<BN>(sc, p, 0, row0, row_lo, lane, m, l, alpha);
+  scores_to_probs<BN>(sc, p, key0, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
   for (int it = 1; it < my_tiles; ++it) {
@@ -273,7 +276,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     if (!keep(it)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    scores_to_probs<BN>(sc, p, it * BN, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs<BN>(sc, p, key0 + it * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.v_empty(prev));
     rescale_o<D>(o, alpha);
@@ -292,23 +295,23 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
 }
 
 // The consumer warpgroup's work items, with the ring position and the pingpong carried across them.
-template <typename T, int kIndex>
+template <typename T, int kIndex, typename Schedule, typename Epilogue>
 __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consumer, const Smem<kIndex>& sm) {
-  const int items = items_of_cta<kIndex>(p);
-  Epilogue<T, kIndex> epilogue;
+  const int items = Schedule::items(p);
+  Epilogue epilogue;
   int total = 0;  // the CTA's K/V tiles over all its items: the last one's turn is kept
-  for (int iter = 0; iter < items; ++iter) total += cta_item<kIndex>(p, iter).n_tiles;
+  for (int iter = 0; iter < items; ++iter) total += Schedule::item(p, iter).n_tiles;
   if (total > 0 && consumer == kConfigs[kIndex].consumers - 1) named_arrive(1);  // consumer 0 takes the first turn
   int tiles = 0;
   for (int iter = 0; iter < items; ++iter) {
-    const Work w = cta_item<kIndex>(p, iter);
+    const Work w = Schedule::item(p, iter);
     consume_item<T, kIndex>(p, to, w, consumer, sm, epilogue, iter, tiles, tiles + w.n_tiles == total);
     tiles += w.n_tiles;
   }
   epilogue.finish();
 }
 
-template <typename T, int kIndex>
+template <typename T, int kIndex, typename Schedule, typename Epilogue>
 __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
@@ -317,9 +320,13 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const Smem<kIndex> sm{(smem_addr(smem_raw) + 1023u) & ~1023u};  // the 128B swizzle repeats every 1024 bytes
   if (threadIdx.x == 0) {
+    prefetch_tensor_map(&tm_q);
+    prefetch_tensor_map(&tm_k);
+    prefetch_tensor_map(&tm_v);
+    prefetch_tensor_map(&tm_o);
     for (int b = 0; b < TileConfig::kQBuffers; ++b) {
       mbar_init(sm.q_full(b), 1);
-      mbar_init(sm.q_empty(b), Epilogue<T, kIndex>::kQReleases);
+      mbar_init(sm.q_empty(b), Epilogue::kQReleases);
     }
     for (int s = 0; s < kCfg.stages; ++s) {
       mbar_init(sm.k_full(s), 1);
@@ -335,10 +342,11 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
     regs_release<kCfg.producer_regs>();
-    if (threadIdx.x == 0) produce<kIndex>(&tm_q, &tm_k, &tm_v, p, sm);
+    if (threadIdx.x == 0) produce<kIndex, Schedule>(&tm_q, &tm_k, &tm_v, p, sm);
+    Epilogue().idle();
   } else {
     regs_claim<kCfg.consumer_regs>();
-    consume<T, kIndex>(p, &tm_o, wg - 1, sm);
+    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, wg - 1, sm);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "kernels/wgmma/tma_map.hpp"
@@ -18,8 +19,36 @@ inline int64_t work_items(const KernelParams& p, int block_m) {
   return (static_cast<int64_t>(p.seqlen_q) + block_m - 1) / block_m * p.batch * p.heads_q;
 }
 
+// How many clusters of `splits` CTAs of `kernel` the device runs at once, asked once per (kernel,
+// device, cluster size): the answer does not change, and a call should not pay for it.
+template <typename Kernel>
+cudaError_t cluster_capacity(Kernel kernel, int device, int splits, int threads, int smem, int* fit) {
+  constexpr int kDevices = 64, kSizes = 4;  // cluster sizes 1, 2, 4, 8
+  static std::atomic<int> known[kDevices][kSizes];  // clusters + 1; 0: not asked yet
+  const int size = splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0;
+  std::atomic<int>* slot = device < kDevices ? &known[device][size] : nullptr;
+  if (slot != nullptr && slot->load(std::memory_order_relaxed) > 0) {
+    *fit = slot->load(std::memory_order_relaxed) - 1;
+    return cudaSuccess;
+  }
+  cudaLaunchConfig_t config = {};
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim = {static_cast<unsigned>(splits), 1, 1};
+  config.gridDim = dim3(static_cast<unsigned>(splits));
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  const cudaError_t err = cudaOccupancyMaxActiveClusters(fit, kernel, &config);
+  if (err == cudaSuccess && slot != nullptr) slot->store(*fit + 1, std::memory_order_relaxed);
+  return err;
+}
+
+// `splits` > 1: each item's K/V tiles over a cluster of that many CTAs (fewer if the clusters would not
+// all run at once; 1 falls back to the persistent grid).
 template <typename T, int kIndex>
-cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
+cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   constexpr TileConfig cfg = kConfigs[kIndex];
   const CUtensorMapDataType dtype =
       std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -47,21 +76,51 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
     tk = tv = tq;  // no key tile is loaded when seqlen_k = 0 (a map of an empty tensor cannot be encoded)
   }
   constexpr int smem = cfg.smem_bytes();
-  err = cudaFuncSetAttribute(attention_kernel<T, kIndex>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  // One CTA per SM fits (shared memory and registers); the grid is persistent, at most one CTA per SM.
   int device = 0, sms = 0;
-  if (err == cudaSuccess) err = cudaGetDevice(&device);
+  err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
-  const int64_t grid = std::min<int64_t>(work_items(p, cfg.block_m()), sms);
-  attention_kernel<T, kIndex><<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p);
+  const int64_t items = work_items(p, cfg.block_m());
+  if (splits > 1) {
+    auto* kernel = attention_kernel<T, kIndex, SplitSchedule<kIndex>, MergeEpilogue<T, kIndex>>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    // Clusters wait for a GPC with `splits` free SMs: fewer splits when the clusters would not all fit
+    // at once (the part's GPCs decide that, not only its SM count).
+    for (; splits > 1; splits /= 2) {
+      int fit = 0;
+      err = cluster_capacity(kernel, device, splits, cfg.threads(), smem, &fit);
+      if (err != cudaSuccess) return err;
+      if (items <= fit) break;
+    }
+    if (splits > 1) {
+      cudaLaunchConfig_t config = {};
+      cudaLaunchAttribute cluster = {};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim = {static_cast<unsigned>(splits), 1, 1};
+      config.gridDim = dim3(static_cast<unsigned>(items * splits));
+      config.blockDim = dim3(cfg.threads());
+      config.dynamicSmemBytes = smem;
+      config.stream = stream;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+      err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, p);
+      return err == cudaSuccess ? cudaGetLastError() : err;
+    }
+  }
+  auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex>, StoreEpilogue<T, kIndex>>;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  // One CTA per SM fits (shared memory and registers); the grid is persistent, at most one CTA per SM.
+  const int64_t grid = std::min<int64_t>(items, sms);
+  kernel<<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p);
   return cudaGetLastError();
 }
 
 // KernelFamily::probe_image on this instantiation (see mma_launch.cuh).
 template <typename T, int kIndex>
 cudaError_t kernel_attributes(cudaFuncAttributes* attr) {
-  return cudaFuncGetAttributes(attr, attention_kernel<T, kIndex>);
+  return cudaFuncGetAttributes(attr, attention_kernel<T, kIndex, PersistentSchedule<kIndex>, StoreEpilogue<T, kIndex>>);
 }
 
 }  // namespace evosdpa::detail::wgmma_sm90

@@ -1,8 +1,12 @@
-// Work scheduling of the Hopper kernel: the persistent grid's work items (block_m query rows of one
-// (batch, head)) and the order CTAs take them in.
+// Work scheduling of the Hopper kernel: its work items (block_m query rows of one (batch, head), and a
+// range of their K/V tiles) and which CTA takes which. Two policies:
+//  - PersistentSchedule: one CTA per SM takes whole items in turn, in the order of wgmma_order.hpp.
+//  - SplitSchedule: fewer items than SMs; each item's tiles are split among the CTAs of a cluster, one
+//    item per cluster, and the CTAs merge their partial results (wgmma_merge.cuh).
 #pragma once
 
 #include "kernels/kernel_params.hpp"
+#include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_order.hpp"
 
@@ -15,45 +19,61 @@ struct Shape {
   static constexpr int kThreads = kConfigs[kIndex].threads();
 };
 
-// One work item: block_m query rows of one (batch, head), and how many K/V tiles its rows see (causal:
-// up to the last row's diagonal).
+// One work item: block_m query rows of one (batch, head), and the K/V tiles t0 .. t0 + n_tiles - 1 it
+// runs over (causal: none past the last row's diagonal).
 struct Work {
-  int q0, head, batch, n_tiles;
+  int q0, head, batch, t0, n_tiles;
 };
 
-// The number of work items; CTA b of the persistent grid takes items b, b + gridDim.x, ... of
-// item_order (wgmma_order.hpp), gridDim.x being no larger than the count.
 template <int kIndex>
-__device__ __forceinline__ int work_count(const KernelParams& p) {
-  constexpr int BM = Shape<kIndex>::kBlockM;
-  return (p.seqlen_q + BM - 1) / BM * p.batch * p.heads_q;
+__device__ __forceinline__ int q_blocks(const KernelParams& p) {
+  return (p.seqlen_q + Shape<kIndex>::kBlockM - 1) / Shape<kIndex>::kBlockM;
 }
 
+// Query block qb of flattened head bh, with all the tiles its rows see.
 template <int kIndex>
-__device__ __forceinline__ Work work_at(const KernelParams& p, int index) {
-  constexpr TileConfig kCfg = kConfigs[kIndex];
-  constexpr int BM = Shape<kIndex>::kBlockM;
-  const BlockOfHead at =
-      item_order(index, (p.seqlen_q + BM - 1) / BM, p.batch * p.heads_q, static_cast<int>(gridDim.x), p.causal != 0);
+__device__ __forceinline__ Work whole_item(const KernelParams& p, BlockOfHead at) {
+  constexpr int BM = Shape<kIndex>::kBlockM, BN = kConfigs[kIndex].block_n;
   Work w;
   w.q0 = at.qb * BM;
   w.head = at.bh % p.heads_q;
   w.batch = at.bh / p.heads_q;
+  w.t0 = 0;
   int keys = p.seqlen_k;
   if (p.causal) keys = min(keys, max(0, min(w.q0 + BM, p.seqlen_q) + p.causal_offset));
-  w.n_tiles = (keys + kCfg.block_n - 1) / kCfg.block_n;
+  w.n_tiles = (keys + BN - 1) / BN;
   return w;
 }
 
-// How many items CTA blockIdx.x takes, and its iter-th.
+// CTA b of the grid takes items b, b + gridDim.x, ... of item_order (wgmma_order.hpp), gridDim.x being
+// no larger than the item count.
 template <int kIndex>
-__device__ __forceinline__ int items_of_cta(const KernelParams& p) {
-  const int count = work_count<kIndex>(p), g = gridDim.x;
-  return count / g + (static_cast<int>(blockIdx.x) < count % g ? 1 : 0);
-}
+struct PersistentSchedule {
+  static __device__ __forceinline__ int items(const KernelParams& p) {
+    const int count = q_blocks<kIndex>(p) * p.batch * p.heads_q, g = gridDim.x;
+    return count / g + (static_cast<int>(blockIdx.x) < count % g ? 1 : 0);
+  }
+  static __device__ __forceinline__ Work item(const KernelParams& p, int iter) {
+    const int index = iter * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
+    return whole_item<kIndex>(
+        p, item_order(index, q_blocks<kIndex>(p), p.batch * p.heads_q, static_cast<int>(gridDim.x), p.causal != 0));
+  }
+};
+
+// Cluster c (CTAs c*n .. c*n + n - 1, n the cluster size) takes item c; its CTA of rank r the r-th of n
+// near-equal runs of the item's tiles (some may be empty, causal rows near the top).
 template <int kIndex>
-__device__ __forceinline__ Work cta_item(const KernelParams& p, int iter) {
-  return work_at<kIndex>(p, iter * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x));
-}
+struct SplitSchedule {
+  static __device__ __forceinline__ int items(const KernelParams&) { return 1; }
+  static __device__ __forceinline__ Work item(const KernelParams& p, int) {
+    const int n = static_cast<int>(cluster_size()), r = static_cast<int>(cluster_rank());
+    const int index = static_cast<int>(blockIdx.x) / n, qb = q_blocks<kIndex>(p);
+    Work w = whole_item<kIndex>(p, {index % qb, index / qb});
+    const int tiles = w.n_tiles;
+    w.t0 = r * tiles / n;
+    w.n_tiles = (r + 1) * tiles / n - w.t0;
+    return w;
+  }
+};
 
 }  // namespace evosdpa::detail::wgmma_sm90

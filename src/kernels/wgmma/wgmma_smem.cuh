@@ -8,7 +8,8 @@
 namespace evosdpa::detail::wgmma_sm90 {
 
 // The Q ring, the K ring, the V ring (each tile D/64 blocks of [rows x 64 columns], 1024-byte
-// aligned), then the mbarriers.
+// aligned), then the mbarriers, then a split item's row statistics; a split item's partial O goes over
+// the K/V ring at the end.
 template <int kIndex>
 struct Smem {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
@@ -16,6 +17,9 @@ struct Smem {
   static constexpr int kQBytes = kCfg.q_bytes();
   static constexpr int kTileBytes = kCfg.kv_tile_bytes();
   static constexpr int kBarriers = kCfg.barrier_offset();
+  static constexpr int kStats = kCfg.stats_offset();
+  static constexpr int kBlockM = kCfg.block_m();
+  static constexpr int kPartialRow = kCfg.partial_row_bytes();
   static constexpr int kDBlocks = kCfg.d_blocks();
   uint32_t base;
   __device__ uint32_t q(int buffer) const { return base + buffer * kQBytes; }
@@ -27,6 +31,9 @@ struct Smem {
   __device__ uint32_t v_full(int stage) const { return k_full(kCfg.stages + stage); }
   __device__ uint32_t k_empty(int stage) const { return k_full(2 * kCfg.stages + stage); }
   __device__ uint32_t v_empty(int stage) const { return k_full(3 * kCfg.stages + stage); }
+  // Float `row` of the item's maxima (which 0) or sums (which 1).
+  __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
+  __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
 };
 
 }  // namespace evosdpa::detail::wgmma_sm90

@@ -2,5 +2,5 @@
 #include "kernels/wgmma/wgmma_launch.cuh"
 
 namespace evosdpa::detail::wgmma_sm90 {
-template cudaError_t launch<__nv_bfloat16, row_of(64, 3)>(const KernelParams&, cudaStream_t);
+template cudaError_t launch<__nv_bfloat16, row_of(64, 3)>(const KernelParams&, int, cudaStream_t);
 }  // namespace evosdpa::detail::wgmma_sm90
