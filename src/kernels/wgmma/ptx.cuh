@@ -73,12 +73,6 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 __device__ __forceinline__ void st_shared(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
-__device__ __forceinline__ void st_shared(uint32_t addr, float value) {
-  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(value) : "memory");
-}
-__device__ __forceinline__ void st_shared(uint32_t addr, float a, float b) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
-}
 
 // ---- wgmma -------------------------------------------------------------------------------------------
 // Before a wgmma reads registers (accumulators, A fragments) that ordinary instructions wrote.
@@ -126,20 +120,25 @@ __device__ __forceinline__ void cluster_sync() {
 // The address of the same shared-memory location in the cluster's CTA `rank`.
 __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
   uint32_t mapped;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
+  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
   return mapped;
 }
-__device__ __forceinline__ float ld_cluster(uint32_t addr) {
+// Stores into the shared memory of a cluster's CTA (an address from cluster_map): they do not wait for
+// an answer, and the next cluster_sync makes them visible there.
+__device__ __forceinline__ void st_cluster(uint32_t addr, float value) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(value) : "memory");
+}
+__device__ __forceinline__ void st_cluster(uint32_t addr, float a, float b) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
   return v;
 }
-__device__ __forceinline__ float4 ld_cluster_v4(uint32_t addr) {
+__device__ __forceinline__ float4 ld_shared_v4(uint32_t addr) {
   float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
   return v;
 }
 

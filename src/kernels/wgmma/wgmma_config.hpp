@@ -84,11 +84,17 @@ constexpr double ceil_positive(double x) {
   return whole < x ? whole + 1.0 : whole;
 }
 
+// SMs that clusters of `size` CTAs (one per SM) can fill at once: a cluster runs within one GPC, and
+// GPCs hold SM counts that 4 and 8 do not always divide. Measured with cudaOccupancyMaxActiveClusters
+// on an H100 (132 SMs): 66 clusters of 2, 30 of 4 (120 SMs). The estimate for 4 and 8 leaves an eighth;
+// the launch asks the driver and splits less where the clusters would not all fit.
+constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_count - sm_count / 8 : sm_count; }
+
 // How a call runs: among the rows of its head size, the one that should end first; the first on a tie;
 // row -1 if no row has this head size. A row with at least as many items (block_m query rows of one
 // (batch, head)) as SMs runs the persistent grid, estimated as rounds of items (ceil(items / sm_count))
 // times rows per item over row_speed. With fewer items, each item's K/V tiles are split among a cluster
-// of CTAs (a power of two, at most kMaxSplits and the item's tiles, the clusters no more CTAs than SMs):
+// of CTAs (a power of two, at most kMaxSplits and the item's tiles, the clusters within cluster_slots):
 // one round of rows times the tiles of one split. In floating point: items can pass 2^63.
 constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
                                int sm_count) {
@@ -100,7 +106,8 @@ constexpr Choice choose_config(int head_dim, long long batch_heads, long long se
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
     const double tiles = static_cast<double>((seqlen_k + kConfigs[i].block_n - 1) / kConfigs[i].block_n);
     int splits = 1;
-    while (2 * splits <= kMaxSplits && 2 * splits <= tiles && items * 2 * splits <= sm_count) splits *= 2;
+    while (2 * splits <= kMaxSplits && 2 * splits <= tiles && items * 2 * splits <= cluster_slots(2 * splits, sm_count))
+      splits *= 2;
     const double rounds = ceil_positive(items / sm_count);  // rounds of items
     const double tiles_per_item = splits > 1 ? ceil_positive(tiles / splits) : (tiles > 1 ? tiles : 1.0);
     const double time = rounds * tiles_per_item * static_cast<double>(bm) / kConfigs[i].row_speed;

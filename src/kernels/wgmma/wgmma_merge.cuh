@@ -1,15 +1,17 @@
-// The epilogue of a split item (SplitSchedule): the CTAs of a cluster have each run the item's rows over
-// their own run of its K/V tiles, and merge the partial results through distributed shared memory, so no
-// workspace is allocated. Per query row, each CTA holds its max m_s (log2 domain), its sum l_s and its
-// unnormalised O_s; the result is O = sum_s 2^(m_s - M) O_s / L with M = max_s m_s and
-// L = sum_s 2^(m_s - M) l_s.
-//   1. Each CTA publishes its rows' m_s and l_s in its shared memory; cluster barrier.
-//   2. Each thread reads its rows' statistics from every CTA, and writes its O_s scaled by
-//      2^(m_s - M) / L over its CTA's K/V ring (every GEMM of the CTA is done once all its threads have
-//      passed the barrier); cluster barrier.
-//   3. CTA r sums the r-th of n slices of the rows over the cluster (in rank order: deterministic),
-//      converts them and stores them; cluster barrier, so that no CTA leaves while others read it.
-// The producer warpgroup's threads join the three barriers (idle()).
+// The epilogue of a split item (SplitSchedule): the n CTAs of a cluster have each run the item's rows
+// over their own run of its K/V tiles, and merge their partial results through distributed shared
+// memory, so no workspace is allocated. Per query row, CTA s holds its max m_s (log2 domain), its sum l_s
+// and its unnormalised O_s; the result is O = sum_s 2^(m_s - M) O_s / L with M = max_s m_s and
+// L = sum_s 2^(m_s - M) l_s. CTA r owns the r-th of n slices of the item's rows:
+//   1. cluster barrier: every CTA's GEMMs are done, so every K/V ring is free;
+//   2. each thread pushes its rows' O_s, m_s and l_s into slot s of the owner's ring (remote stores,
+//      which do not wait for an answer);
+//   3. cluster barrier: the slots are full; each owner merges its rows from its own shared memory (in
+//      slot order: deterministic) and stores them. Nothing reads another CTA after it, so CTAs leave
+//      freely.
+// Measured on an H100 at (1,8,512,64), clusters of 2 (docs/perf-log.md v8.4): pulling the partials and
+// the statistics with remote loads took three barriers and ~9,000 cycles; pushing them, two.
+// The producer warpgroup's threads join both barriers (idle()).
 #pragma once
 
 #include <cstdint>
@@ -32,77 +34,66 @@ struct MergeEpilogue {
 
   __device__ void store(const KernelParams& p, const CUtensorMap*, const Work& w, const Smem<kIndex>& sm, int,
                         int consumer, int, int lane, const float (&o)[D / 2], const float (&m)[2], float (&l)[2]) {
-    const uint32_t n = cluster_size(), rank = cluster_rank();
-    const int rows_per_cta = (kBlockM + static_cast<int>(n) - 1) / static_cast<int>(n);
+    const int n = static_cast<int>(cluster_size()), rank = static_cast<int>(cluster_rank());
+    const int slice = kBlockM / n;  // rows per owner (n divides 128 and 192)
     const int warp = (threadIdx.x % 128) / 32;
-    int row[2];  // the thread's rows within the item
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      row[r] = 64 * consumer + 16 * warp + lane / 4 + 8 * r;
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-      if ((lane & 3) == 0) {
-        st_shared(sm.stat(0, row[r]), m[r]);
-        st_shared(sm.stat(1, row[r]), l[r]);
-      }
     }
     cluster_sync();
-
-    float factor[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float ms[kMaxSplits], ls[kMaxSplits];
+      const int row = 64 * consumer + 16 * warp + lane / 4 + 8 * r;  // within the item
+      const uint32_t owner = static_cast<uint32_t>(row / slice);
+      const int slot_row = rank * slice + row % slice;
+      const uint32_t dst = cluster_map(sm.partial(slot_row) + 8 * (lane & 3), owner);
+#pragma unroll
+      for (int c = 0; c < D / 8; ++c) st_cluster(dst + 32 * c, o[4 * c + 2 * r], o[4 * c + 2 * r + 1]);
+      if ((lane & 3) == 0) {
+        st_cluster(cluster_map(sm.stat(0, slot_row), owner), m[r]);
+        st_cluster(cluster_map(sm.stat(1, slot_row), owner), l[r]);
+      }
+    }
+    cluster_sync();
+
+    // The owned rows, 4 columns per step, consecutive threads along a row.
+    T* const out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride;
+    for (int idx = threadIdx.x - 128; idx < slice * (D / 4); idx += 128 * kCfg.consumers) {
+      const int r = idx / (D / 4), col = 4 * (idx % (D / 4));
+      float ms[kMaxSplits], weight[kMaxSplits];
       float big = -INFINITY;
 #pragma unroll
-      for (int s = 0; s < kMaxSplits; ++s) {
-        if (s >= static_cast<int>(n)) break;
-        ms[s] = ld_cluster(cluster_map(sm.stat(0, row[r]), s));
-        ls[s] = ld_cluster(cluster_map(sm.stat(1, row[r]), s));
-        big = fmaxf(big, ms[s]);
-      }
-      const float base = big == -INFINITY ? 0.f : big;  // rows without keys: every l_s is 0
+      for (int s = 0; s < kMaxSplits; ++s)
+        if (s < n) big = fmaxf(big, ms[s] = ld_shared_f32(sm.stat(0, s * slice + r)));
+      const float base = big == -INFINITY ? 0.f : big;  // a row without keys: every l_s is 0
       float sum = 0.f;
 #pragma unroll
-      for (int s = 0; s < kMaxSplits; ++s) {
-        if (s >= static_cast<int>(n)) break;
-        sum += ls[s] * fast_exp2(ms[s] - base);
-      }
-      factor[r] = sum > 0.f ? fast_exp2(m[r] - base) / sum : 0.f;
-      const int q = w.q0 + row[r];
-      if (p.lse != nullptr && (lane & 3) == 0 && q < p.seqlen_q && row[r] / rows_per_cta == static_cast<int>(rank))
-        p.lse[(static_cast<int64_t>(w.batch) * p.heads_q + w.head) * p.seqlen_q + q] =
-            sum > 0.f ? (base + __log2f(sum)) * 0.6931471805599453f : -INFINITY;
-    }
+      for (int s = 0; s < kMaxSplits; ++s)
+        if (s < n) sum += ld_shared_f32(sm.stat(1, s * slice + r)) * (weight[s] = fast_exp2(ms[s] - base));
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int c = 0; c < D / 8; ++c) {  // columns 8c + 2 (lane % 4), + 1
-        const int i = 4 * c + 2 * r;
-        st_shared(sm.partial(row[r]) + 4 * (8 * c + 2 * (lane & 3)), o[i] * factor[r], o[i + 1] * factor[r]);
+      for (int s = 0; s < kMaxSplits; ++s)
+        if (s < n) {
+          const float4 v = ld_shared_v4(sm.partial(s * slice + r) + 4 * col);
+          const float f = weight[s] * inv;
+          acc.x += f * v.x, acc.y += f * v.y, acc.z += f * v.z, acc.w += f * v.w;
+        }
+      const int q = w.q0 + rank * slice + r;
+      if (q < p.seqlen_q) {
+        *reinterpret_cast<uint2*>(out + q * p.o_seq_stride + col) =
+            make_uint2(pack2<T>(acc.x, acc.y), pack2<T>(acc.z, acc.w));
+        if (p.lse != nullptr && col == 0)
+          p.lse[(static_cast<int64_t>(w.batch) * p.heads_q + w.head) * p.seqlen_q + q] =
+              sum > 0.f ? (base + __log2f(sum)) * 0.6931471805599453f : -INFINITY;
       }
-    cluster_sync();
-
-    // This CTA's slice of rows, 4 columns per step, consecutive threads along a row.
-    const int first = static_cast<int>(rank) * rows_per_cta;
-    const int count = (min(kBlockM, first + rows_per_cta) - first) * (D / 4);
-    T* const out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride;
-    for (int idx = threadIdx.x - 128; idx < count; idx += 128 * kCfg.consumers) {
-      const int r = first + idx / (D / 4), col = 4 * (idx % (D / 4));
-      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int s = 0; s < static_cast<int>(n); ++s) {
-        const float4 v = ld_cluster_v4(cluster_map(sm.partial(r) + 4 * col, s));
-        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-      }
-      if (w.q0 + r < p.seqlen_q)
-        *reinterpret_cast<uint2*>(out + (w.q0 + r) * p.o_seq_stride + col) =
-            make_uint2(pack2<T>(sum.x, sum.y), pack2<T>(sum.z, sum.w));
     }
-    cluster_sync();
   }
 
-  // The producer warpgroup's threads, once their loads are issued: the three barriers of store().
+  // The producer warpgroup's threads, once their loads are issued: the two barriers of store().
   __device__ void idle() {
-    cluster_sync();
     cluster_sync();
     cluster_sync();
   }
