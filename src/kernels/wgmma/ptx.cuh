@@ -112,10 +112,12 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-// Every thread of the cluster's CTAs arrives (release) and waits for the others (acquire): shared-memory
-// writes before it are visible to the cluster's loads after it.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+// Every thread of the cluster's CTAs arrives and waits for the others, warps converged (.aligned).
+// Relaxed: no memory ordering, which the release form buys with a GPU-wide fence (MEMBAR.ALL.GPU in the
+// SASS); what it orders here is execution (the other CTAs are done with their shared memory, their
+// mbarriers are initialised: fence.mbarrier_init before it).
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
 // The address of the same shared-memory location in the cluster's CTA `rank`.
 __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
@@ -123,13 +125,17 @@ __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
   asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
   return mapped;
 }
-// Stores into the shared memory of a cluster's CTA (an address from cluster_map): they do not wait for
-// an answer, and the next cluster_sync makes them visible there.
-__device__ __forceinline__ void st_cluster(uint32_t addr, float value) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(value) : "memory");
+// Stores into the shared memory of a cluster's CTA (addresses from cluster_map) that count their bytes
+// towards that CTA's mbarrier `bar` (complete_tx): the receiver waits on it, the sender goes on.
+__device__ __forceinline__ void st_async(uint32_t addr, float value, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(addr), "f"(value),
+               "r"(bar)
+               : "memory");
 }
-__device__ __forceinline__ void st_cluster(uint32_t addr, float a, float b) {
-  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
+__device__ __forceinline__ void st_async(uint32_t addr, float a, float b, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(addr),
+               "f"(a), "f"(b), "r"(bar)
+               : "memory");
 }
 __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   float v;

@@ -29,10 +29,11 @@ struct TileConfig {
   constexpr int q_bytes() const { return block_m() * head_dim * kElemBytes; }
   constexpr int kv_tile_bytes() const { return block_n * head_dim * kElemBytes; }
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
-  // period), then the mbarriers (each ring's full and empty ones), then the row statistics a split
-  // item's CTAs exchange (max and sum per query row, wgmma_merge.cuh); plus 1024 bytes to align the base.
+  // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
+  // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh); plus
+  // 1024 bytes to align the base.
   constexpr int barrier_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
-  constexpr int stats_offset() const { return barrier_offset() + 8 * (2 * kQBuffers + 4 * stages); }
+  constexpr int stats_offset() const { return barrier_offset() + 8 * (2 * kQBuffers + 4 * stages + 1); }
   constexpr int smem_bytes() const { return 1024 + stats_offset() + 2 * 4 * block_m(); }
   // A split item's partial O, fp32 rows padded by 16 bytes (2-way bank conflicts for the 8-byte stores,
   // the least 8-byte stores allow), written over the K/V ring once every GEMM is done.

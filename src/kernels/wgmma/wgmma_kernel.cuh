@@ -334,6 +334,7 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
       mbar_init(sm.k_empty(s), kCfg.consumers * 128);  // every consumer thread releases a stage
       mbar_init(sm.v_empty(s), kCfg.consumers * 128);
     }
+    mbar_init(sm.merge_full(), 1);
     mbar_init_fence();
   }
   __syncthreads();

@@ -3,15 +3,14 @@
 // memory, so no workspace is allocated. Per query row, CTA s holds its max m_s (log2 domain), its sum l_s
 // and its unnormalised O_s; the result is O = sum_s 2^(m_s - M) O_s / L with M = max_s m_s and
 // L = sum_s 2^(m_s - M) l_s. CTA r owns the r-th of n slices of the item's rows:
-//   1. cluster barrier: every CTA's GEMMs are done, so every K/V ring is free;
-//   2. each thread pushes its rows' O_s, m_s and l_s into slot s of the owner's ring (remote stores,
-//      which do not wait for an answer);
-//   3. cluster barrier: the slots are full; each owner merges its rows from its own shared memory (in
-//      slot order: deterministic) and stores them. Nothing reads another CTA after it, so CTAs leave
-//      freely.
-// Measured on an H100 at (1,8,512,64), clusters of 2 (docs/perf-log.md v8.4): pulling the partials and
-// the statistics with remote loads took three barriers and ~9,000 cycles; pushing them, two.
-// The producer warpgroup's threads join both barriers (idle()).
+//   1. cluster barrier (relaxed): every CTA's GEMMs are done, so every K/V ring is free;
+//   2. each thread sends its rows' O_s, m_s and l_s into slot s of the owner's ring with st.async, whose
+//      bytes complete the owner's merge barrier (the sender does not wait);
+//   3. the owner waits on its merge barrier, merges its rows from its own shared memory (in slot order:
+//      deterministic) and stores them. Nothing reads another CTA, so CTAs leave freely.
+// Measured on an H100 at (1,8,512,64) (docs/perf-log.md v8.4): remote loads behind three release/acquire
+// cluster barriers (each a GPU-wide fence in the SASS) took ~10,000 cycles of a ~15,000-cycle CTA.
+// The producer warpgroup's threads join the barrier (idle()).
 #pragma once
 
 #include <cstdint>
@@ -42,21 +41,24 @@ struct MergeEpilogue {
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     }
-    cluster_sync();
+    // What this CTA receives: per row of its slice and per CTA, D floats of O and the two statistics.
+    if (threadIdx.x == 128) mbar_expect_tx(sm.merge_full(), kBlockM * (4 * D + 8));
+    cluster_sync_relaxed();
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = 64 * consumer + 16 * warp + lane / 4 + 8 * r;  // within the item
       const uint32_t owner = static_cast<uint32_t>(row / slice);
       const int slot_row = rank * slice + row % slice;
+      const uint32_t bar = cluster_map(sm.merge_full(), owner);
       const uint32_t dst = cluster_map(sm.partial(slot_row) + 8 * (lane & 3), owner);
 #pragma unroll
-      for (int c = 0; c < D / 8; ++c) st_cluster(dst + 32 * c, o[4 * c + 2 * r], o[4 * c + 2 * r + 1]);
+      for (int c = 0; c < D / 8; ++c) st_async(dst + 32 * c, o[4 * c + 2 * r], o[4 * c + 2 * r + 1], bar);
       if ((lane & 3) == 0) {
-        st_cluster(cluster_map(sm.stat(0, slot_row), owner), m[r]);
-        st_cluster(cluster_map(sm.stat(1, slot_row), owner), l[r]);
+        st_async(cluster_map(sm.stat(0, slot_row), owner), m[r], bar);
+        st_async(cluster_map(sm.stat(1, slot_row), owner), l[r], bar);
       }
     }
-    cluster_sync();
+    mbar_wait(sm.merge_full(), 0);
 
     // The owned rows, 4 columns per step, consecutive threads along a row.
     T* const out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride;
@@ -92,10 +94,10 @@ struct MergeEpilogue {
     }
   }
 
-  // The producer warpgroup's threads, once their loads are issued: the two barriers of store().
+  // The producer warpgroup's threads, once their loads are issued: the barrier of store().
   __device__ void idle() {
-    cluster_sync();
-    cluster_sync();
+    __syncwarp();  // the producing thread rejoins its warp for the aligned barrier
+    cluster_sync_relaxed();
   }
   __device__ void finish() {}
 };

@@ -31,6 +31,7 @@ struct Smem {
   __device__ uint32_t v_full(int stage) const { return k_full(kCfg.stages + stage); }
   __device__ uint32_t k_empty(int stage) const { return k_full(2 * kCfg.stages + stage); }
   __device__ uint32_t v_empty(int stage) const { return k_full(3 * kCfg.stages + stage); }
+  __device__ uint32_t merge_full() const { return k_full(4 * kCfg.stages); }  // a split item's partials are in
   // Float `row` of the item's maxima (which 0) or sums (which 1).
   __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
   __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
