@@ -100,10 +100,6 @@ __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive 
 __device__ __forceinline__ void named_sync_warpgroup(int id) {
   asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
 }
-// `threads` threads (a multiple of 128).
-__device__ __forceinline__ void named_sync_threads(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 // ---- clusters ----------------------------------------------------------------------------------------
 __device__ __forceinline__ uint32_t cluster_size() {
@@ -116,17 +112,12 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-// Every thread of the cluster's CTAs arrives, and waits for the others' arrivals, warps converged
-// (.aligned). Relaxed: no memory ordering, which the release form buys with a GPU-wide fence
-// (MEMBAR.ALL.GPU in the SASS); what the merge orders with it is execution (the other CTAs are done with
-// their shared memory, their mbarriers are initialised: fence.mbarrier_init before).
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+// Every thread of the cluster's CTAs arrives and waits for the others, warps converged (.aligned).
+// Relaxed: no memory ordering, which the release form buys with a GPU-wide fence (MEMBAR.ALL.GPU in the
+// SASS); what it orders here is execution (the other CTAs are done with their shared memory, their
+// mbarriers are initialised: fence.mbarrier_init before it).
 __device__ __forceinline__ void cluster_sync_relaxed() {
-  cluster_arrive_relaxed();
-  cluster_wait();
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
 // The address of the same shared-memory location in the cluster's CTA `rank`.
 __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
@@ -134,18 +125,17 @@ __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
   asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
   return mapped;
 }
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from this CTA's shared memory to a cluster's
-// CTA (dst and bar from cluster_map), counted towards that CTA's mbarrier `bar`.
-__device__ __forceinline__ void bulk_copy_cluster(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "r"(src), "r"(bytes), "r"(bar)
+// Stores into the shared memory of a cluster's CTA (addresses from cluster_map) that count their bytes
+// towards that CTA's mbarrier `bar` (complete_tx): the receiver waits on it, the sender goes on.
+__device__ __forceinline__ void st_async(uint32_t addr, float value, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(addr), "f"(value),
+               "r"(bar)
                : "memory");
 }
-__device__ __forceinline__ void st_shared(uint32_t addr, float value) {
-  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(value) : "memory");
-}
-__device__ __forceinline__ void st_shared(uint32_t addr, float a, float b) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
+__device__ __forceinline__ void st_async(uint32_t addr, float a, float b, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(addr),
+               "f"(a), "f"(b), "r"(bar)
+               : "memory");
 }
 __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   float v;

@@ -30,16 +30,14 @@ struct TileConfig {
   constexpr int kv_tile_bytes() const { return block_n * head_dim * kElemBytes; }
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
   // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
-  // the row statistics a split item's CTAs exchange (max and sum per query row, sent and received,
-  // wgmma_merge.cuh); plus 1024 bytes to align the base.
+  // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh); plus
+  // 1024 bytes to align the base.
   constexpr int barrier_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
-  constexpr int stats_offset() const { return (barrier_offset() + 8 * (2 * kQBuffers + 4 * stages + 1) + 15) / 16 * 16; }
-  constexpr int smem_bytes() const { return 1024 + stats_offset() + 4 * 4 * block_m(); }
-  // A split item's partial O: fp32 rows padded by 16 bytes (2-way bank conflicts for the 8-byte stores,
-  // the least 8-byte stores allow). The rows sent, then those received, over the Q and K/V rings once
-  // every GEMM is done.
+  constexpr int stats_offset() const { return barrier_offset() + 8 * (2 * kQBuffers + 4 * stages + 1); }
+  constexpr int smem_bytes() const { return 1024 + stats_offset() + 2 * 4 * block_m(); }
+  // A split item's partial O, fp32 rows padded by 16 bytes (2-way bank conflicts for the 8-byte stores,
+  // the least 8-byte stores allow), written over the K/V ring once every GEMM is done.
   constexpr int partial_row_bytes() const { return (head_dim + 4) * 4; }
-  constexpr int partial_bytes() const { return (block_m() * partial_row_bytes() + 1023) / 1024 * 1024; }
 };
 
 // Most CTAs sharing one item's keys (a cluster, merged through distributed shared memory): the
@@ -127,7 +125,7 @@ constexpr bool valid(const TileConfig& c) {
          c.producer_regs % 8 == 0 && c.consumer_regs % 8 == 0 &&            // setmaxnreg's granularity
          128 * (c.producer_regs + c.consumers * c.consumer_regs) <= 65536 &&  // the register file
          c.kv_tile_bytes() % 1024 == 0 && c.q_bytes() % 1024 == 0 &&       // tiles stay 1024-byte aligned
-         2 * c.partial_bytes() <= c.barrier_offset() &&                      // a split's partials fit
+         c.block_m() * c.partial_row_bytes() <= 2 * c.stages * c.kv_tile_bytes() &&  // the partial O fits
          c.smem_bytes() <= 227 * 1024;                                       // sm_90's per-block opt-in limit
 }
 

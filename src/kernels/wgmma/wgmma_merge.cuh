@@ -3,16 +3,14 @@
 // memory, so no workspace is allocated. Per query row, CTA s holds its max m_s (log2 domain), its sum l_s
 // and its unnormalised O_s; the result is O = sum_s 2^(m_s - M) O_s / L with M = max_s m_s and
 // L = sum_s 2^(m_s - M) l_s. CTA r owns the r-th of n slices of the item's rows:
-//   1. cluster barrier: every CTA's GEMMs are done, so the Q and K/V buffers are free everywhere;
-//   2. each CTA writes its O_s, m_s and l_s into its own shared memory, and one thread per owner sends
-//      the owner's slice with a bulk copy into slot s of the owner's receiving area; the bytes complete
-//      the owner's merge barrier;
-//   3. the owner waits on it, merges its rows from its own shared memory (in slot order: deterministic)
-//      and stores them; a last cluster barrier keeps every CTA until all copies out of it are done.
-// Measured on an H100 at (1,8,512,64), three clusters' worth of pushes per CTA (docs/perf-log.md v8.4):
-// remote loads behind release/acquire cluster barriers (each a GPU-wide fence in the SASS) took ~10,000
-// cycles of a ~15,000-cycle CTA; per-thread st.async stores ~4,800 cycles for the sends alone.
-// The producer warpgroup's threads join the barriers (idle()).
+//   1. cluster barrier (relaxed): every CTA's GEMMs are done, so every K/V ring is free;
+//   2. each thread sends its rows' O_s, m_s and l_s into slot s of the owner's ring with st.async, whose
+//      bytes complete the owner's merge barrier (the sender does not wait);
+//   3. the owner waits on its merge barrier, merges its rows from its own shared memory (in slot order:
+//      deterministic) and stores them. Nothing reads another CTA, so CTAs leave freely.
+// Measured on an H100 at (1,8,512,64) (docs/perf-log.md v8.4): remote loads behind three release/acquire
+// cluster barriers (each a GPU-wide fence in the SASS) took ~10,000 cycles of a ~15,000-cycle CTA.
+// The producer warpgroup's threads join the barrier (idle()).
 #pragma once
 
 #include <cstdint>
@@ -38,35 +36,29 @@ struct MergeEpilogue {
     const int n = static_cast<int>(cluster_size()), rank = static_cast<int>(cluster_rank());
     const int slice = kBlockM / n;  // rows per owner (n divides 128 and 192)
     const int warp = (threadIdx.x % 128) / 32;
-    // What this CTA receives: from each CTA, the rows of its slice and their two statistics.
-    if (threadIdx.x == 128) mbar_expect_tx(sm.merge_full(), kBlockM * (Smem<kIndex>::kPartialRow + 8));
-    cluster_sync_relaxed();
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-      const int row = 64 * consumer + 16 * warp + lane / 4 + 8 * r;  // within the item
+    }
+    // What this CTA receives: per row of its slice and per CTA, D floats of O and the two statistics.
+    if (threadIdx.x == 128) mbar_expect_tx(sm.merge_full(), kBlockM * (4 * D + 8));
+    cluster_sync_relaxed();
 #pragma unroll
-      for (int c = 0; c < D / 8; ++c)
-        st_shared(sm.sent(row) + 32 * c + 8 * (lane & 3), o[4 * c + 2 * r], o[4 * c + 2 * r + 1]);
+    for (int r = 0; r < 2; ++r) {
+      const int row = 64 * consumer + 16 * warp + lane / 4 + 8 * r;  // within the item
+      const uint32_t owner = static_cast<uint32_t>(row / slice);
+      const int slot_row = rank * slice + row % slice;
+      const uint32_t bar = cluster_map(sm.merge_full(), owner);
+      const uint32_t dst = cluster_map(sm.partial(slot_row) + 8 * (lane & 3), owner);
+#pragma unroll
+      for (int c = 0; c < D / 8; ++c) st_async(dst + 32 * c, o[4 * c + 2 * r], o[4 * c + 2 * r + 1], bar);
       if ((lane & 3) == 0) {
-        st_shared(sm.stat(0, row), m[r]);
-        st_shared(sm.stat(1, row), l[r]);
+        st_async(cluster_map(sm.stat(0, slot_row), owner), m[r], bar);
+        st_async(cluster_map(sm.stat(1, slot_row), owner), l[r], bar);
       }
     }
-    fence_async_shared();  // the writes above, before the bulk copies read them
-    named_sync_threads(kCfg.consumers + 1, 128 * kCfg.consumers);
-    const int t = static_cast<int>(threadIdx.x) - 128;
-    if (t < n) {  // thread t sends owner t its slice
-      const uint32_t bar = cluster_map(sm.merge_full(), t);
-      const int from = t * slice, to = rank * slice;
-      bulk_copy_cluster(cluster_map(sm.received(to), t), sm.sent(from), slice * Smem<kIndex>::kPartialRow, bar);
-      bulk_copy_cluster(cluster_map(sm.stat(2, to), t), sm.stat(0, from), 4 * slice, bar);
-      bulk_copy_cluster(cluster_map(sm.stat(3, to), t), sm.stat(1, from), 4 * slice, bar);
-    }
     mbar_wait(sm.merge_full(), 0);
-    __syncwarp();
-    cluster_arrive_relaxed();  // every copy into this CTA is done
 
     // The owned rows, 4 columns per step, consecutive threads along a row.
     T* const out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride;
@@ -76,18 +68,18 @@ struct MergeEpilogue {
       float big = -INFINITY;
 #pragma unroll
       for (int s = 0; s < kMaxSplits; ++s)
-        if (s < n) big = fmaxf(big, ms[s] = ld_shared_f32(sm.stat(2, s * slice + r)));
+        if (s < n) big = fmaxf(big, ms[s] = ld_shared_f32(sm.stat(0, s * slice + r)));
       const float base = big == -INFINITY ? 0.f : big;  // a row without keys: every l_s is 0
       float sum = 0.f;
 #pragma unroll
       for (int s = 0; s < kMaxSplits; ++s)
-        if (s < n) sum += ld_shared_f32(sm.stat(3, s * slice + r)) * (weight[s] = fast_exp2(ms[s] - base));
+        if (s < n) sum += ld_shared_f32(sm.stat(1, s * slice + r)) * (weight[s] = fast_exp2(ms[s] - base));
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int s = 0; s < kMaxSplits; ++s)
         if (s < n) {
-          const float4 v = ld_shared_v4(sm.received(s * slice + r) + 4 * col);
+          const float4 v = ld_shared_v4(sm.partial(s * slice + r) + 4 * col);
           const float f = weight[s] * inv;
           acc.x += f * v.x, acc.y += f * v.y, acc.z += f * v.z, acc.w += f * v.w;
         }
@@ -100,13 +92,11 @@ struct MergeEpilogue {
               sum > 0.f ? (base + __log2f(sum)) * 0.6931471805599453f : -INFINITY;
       }
     }
-    cluster_wait();  // every copy out of this CTA is done: its shared memory may go
   }
 
-  // The producer warpgroup's threads, once their loads are issued: the barriers of store().
+  // The producer warpgroup's threads, once their loads are issued: the barrier of store().
   __device__ void idle() {
-    __syncwarp();  // the producing thread rejoins its warp for the aligned barriers
-    cluster_sync_relaxed();
+    __syncwarp();  // the producing thread rejoins its warp for the aligned barrier
     cluster_sync_relaxed();
   }
   __device__ void finish() {}

@@ -9,7 +9,7 @@ namespace evosdpa::detail::wgmma_sm90 {
 
 // The Q ring, the K ring, the V ring (each tile D/64 blocks of [rows x 64 columns], 1024-byte
 // aligned), then the mbarriers, then a split item's row statistics; a split item's partial O goes over
-// the rings at the end.
+// the K/V ring at the end.
 template <int kIndex>
 struct Smem {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
@@ -20,7 +20,6 @@ struct Smem {
   static constexpr int kStats = kCfg.stats_offset();
   static constexpr int kBlockM = kCfg.block_m();
   static constexpr int kPartialRow = kCfg.partial_row_bytes();
-  static constexpr int kPartial = kCfg.partial_bytes();
   static constexpr int kDBlocks = kCfg.d_blocks();
   uint32_t base;
   __device__ uint32_t q(int buffer) const { return base + buffer * kQBytes; }
@@ -33,11 +32,9 @@ struct Smem {
   __device__ uint32_t k_empty(int stage) const { return k_full(2 * kCfg.stages + stage); }
   __device__ uint32_t v_empty(int stage) const { return k_full(3 * kCfg.stages + stage); }
   __device__ uint32_t merge_full() const { return k_full(4 * kCfg.stages); }  // a split item's partials are in
-  // Float `row` of the maxima and sums a split item's CTA sends (which 0, 1) and receives (2, 3).
+  // Float `row` of the item's maxima (which 0) or sums (which 1).
   __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
-  // Row `row` of the partial O a split item's CTA sends, and of those it receives.
-  __device__ uint32_t sent(int row) const { return base + row * kPartialRow; }
-  __device__ uint32_t received(int row) const { return base + kPartial + row * kPartialRow; }
+  __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
 };
 
 }  // namespace evosdpa::detail::wgmma_sm90
