@@ -13,7 +13,8 @@ extern const KernelFamily kWgmmaSm90Family;  // kernels/wgmma/wgmma_family.cpp
 namespace {
 
 // wgmma_sm90 first: on an H100 it ran 1.2-1.7x mma_sm80's speed at L=4096 (docs/perf-log.md, v8); it
-// leaves grids of less than one wave to mma_sm80's small-grid variant (auto_prefers).
+// leaves D=64 grids of less than one wave whose keys it does not split to mma_sm80's small-grid variant
+// (auto_prefers).
 const KernelFamily* const kFamilies[] = {&kWgmmaSm90Family, &kMmaSm80Family, &kReferenceFamily};
 
 }  // namespace

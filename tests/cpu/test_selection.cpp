@@ -57,10 +57,9 @@ TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
 TEST(Selection, AutoLeavesLessThanAWaveToTheSmallGridVariant) {
   auto h100 = device(9, 0);
   h100.sm_count = 132;
-  // (1, 8, 512, 64) with 128 keys: 32 CTAs of 128 rows and one K/V tile each on 132 SMs, nothing to
-  // split: mma_sm80's small-grid variant runs it faster. (With 512 keys the split runs it:
-  // SmallGridsTakeTheSmallGridVariant.)
-  auto small = valid_params(1, 8, 512, 128, 64);
+  // (1, 8, 512, 64): 32 CTAs of 128 rows with 4 K/V tiles each on 132 SMs, too few to split:
+  // mma_sm80's small-grid variant runs it faster.
+  auto small = valid_params(1, 8, 512, 512, 64);
   EXPECT_EQ(name_of(select_any_arch(small, h100, "auto")), "mma_sm80");
   EXPECT_EQ(name_of(select_any_arch(small, h100, "wgmma_sm90")), "wgmma_sm90");  // by name it runs
   // 4 x 16 x 4096 rows: 2048 CTAs.
@@ -171,14 +170,14 @@ TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
     auto s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "mma_sm80");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
     EXPECT_EQ(s.variant, small);
-    // On Hopper, "auto" splits the keys of these few items over clusters (wgmma_sm90) ...
+    // On Hopper, "auto" leaves these few D=64 items to mma_sm80's small-grid variant; D=128 runs on
+    // wgmma_sm90 (persistent: 4 tiles per item are too few to split).
     s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "auto");
+    EXPECT_EQ(name_of(s), d == 64 ? "mma_sm80" : "wgmma_sm90");
+    // With 1024 keys the D=64 items split their 8 tiles over clusters of 2.
+    s = select_any_arch(valid_params(1, 8, 1024, 1024, d), dev, "auto");
     EXPECT_EQ(name_of(s), "wgmma_sm90");
-    EXPECT_GT(wgmma_sm90::Choice::of_variant(s.variant).splits, 1);
-    // ... but leaves a call with one K/V tile per item to mma_sm80's small-grid variant.
-    s = select_any_arch(valid_params(1, 8, 512, 128, d), dev, "auto");
-    EXPECT_EQ(name_of(s), "mma_sm80");
-    EXPECT_EQ(s.variant, small);
+    if (d == 64) EXPECT_EQ(wgmma_sm90::Choice::of_variant(s.variant).splits, 2);
     // B=2 H=8 L=2048: 256 blocks fill the SMs.
     s = select_any_arch(valid_params(2, 8, 2048, 2048, d), dev, "mma_sm80");
     EXPECT_EQ(s.variant, big);

@@ -85,17 +85,17 @@ TEST(WgmmaRows, FewWavesTakeSmallerItems) {
 }
 
 TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
-  // The mission shape (1,8,512,64): 24 items of 192 rows, each of its 4 K/V tiles on its own CTA (32
-  // clusters of 4 for 128-row items would not fit at once).
-  Choice c = choose_config(64, 8, 512, 512, 132);
-  EXPECT_EQ(c.row, row_of(64, 3));
-  EXPECT_EQ(c.splits, 4);
-  // 64 items: two CTAs each; 128 items: already a wave, no split.
-  EXPECT_EQ(choose_config(64, 8, 1024, 1024, 132).splits, 2);
+  // (1,8,1024,64): 64 items of 128 rows, their 8 K/V tiles split over clusters of 2.
+  Choice c = choose_config(64, 8, 1024, 1024, 132);
+  EXPECT_EQ(c.row, row_of(64, 2));
+  EXPECT_EQ(c.splits, 2);
+  // The mission shape (1,8,512,64): 4 tiles per item, fewer than two splits' worth: no split.
+  EXPECT_EQ(choose_config(64, 8, 512, 512, 132).splits, 1);
+  // 128 items: already a wave, no split.
   EXPECT_EQ(choose_config(128, 16, 1024, 1024, 132).splits, 1);
-  // Never more CTAs than tiles (Lk = 300: 3 tiles), nor a split without tiles to share.
-  EXPECT_EQ(choose_config(64, 1, 64, 300, 132).splits, 2);
-  EXPECT_EQ(choose_config(64, 1, 64, 128, 132).splits, 1);
+  // Never fewer than kMinTilesPerSplit tiles per CTA, nor a split without tiles to share.
+  EXPECT_EQ(choose_config(64, 1, 64, 300, 132).splits, 1);
+  EXPECT_EQ(choose_config(64, 1, 64, 1024, 132).splits, 2);
   EXPECT_EQ(choose_config(64, 1, 64, 0, 132).splits, 1);
   EXPECT_EQ(choose_config(128, 1, 100, 1 << 20, 132).splits, kMaxSplits);
   // Whatever the call, the clusters hold no more CTAs than SMs, splits is a power of two up to
@@ -112,7 +112,7 @@ TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
             EXPECT_TRUE(ch.splits == 1 || ch.splits == 2 || ch.splits == 4 || ch.splits == 8);
             if (ch.splits > 1) {
               EXPECT_LE((lq + bm - 1) / bm * bh * ch.splits, ch.splits >= 4 ? sms - sms / 8 : sms);
-              EXPECT_LE(ch.splits, tiles);
+              EXPECT_LE(ch.splits * evosdpa::detail::wgmma_sm90::kMinTilesPerSplit, tiles);
             }
             const Choice back = Choice::of_variant(ch.variant());
             EXPECT_EQ(back.row, ch.row);

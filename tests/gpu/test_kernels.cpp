@@ -86,8 +86,11 @@ INSTANTIATE_TEST_SUITE_P(All, KernelVsCpu, ::testing::ValuesIn(params_for_all_ke
                          });
 
 TEST(Determinism, HundredRunsAreBitwiseEqual) {
-  for (const char* kernel : {"mma_sm80", "wgmma_sm90", "reference"}) {
-    const Shape s = shape(2, 8, 8, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT);
+  // The second shape: wgmma_sm90 splits its items' keys over clusters of 2 and merges them.
+  for (const auto& [kernel, s] : {std::pair{"mma_sm80", shape(2, 8, 8, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT)},
+                                  std::pair{"wgmma_sm90", shape(2, 8, 8, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT)},
+                                  std::pair{"wgmma_sm90", shape(1, 8, 8, 1024, 1024, 64, EVOSDPA_CAUSAL_NONE)},
+                                  std::pair{"reference", shape(2, 8, 8, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT)}}) {
     const Inputs in = random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, case_seed(run_seed(), "determinism"));
     DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, in, true);
     const auto params = prob.params();

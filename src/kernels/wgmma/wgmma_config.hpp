@@ -85,6 +85,12 @@ constexpr double ceil_positive(double x) {
   return whole < x ? whole + 1.0 : whole;
 }
 
+// A split leaves each CTA of the cluster at least this many K/V tiles: the merge costs about what 2-3
+// tiles do. Measured on an H100 (graph replay, docs/perf-log.md v8.4): (1,8,1024,64), 8 tiles split in 2,
+// 14.0 us against 15.2 unsplit; (1,8,512,128), 4 tiles split in 2, 15.9 against 12.0; (1,8,512,64), 4
+// tiles split in 4, 11.4 against 12.1 (and 9.9 on mma_sm80).
+inline constexpr int kMinTilesPerSplit = 4;
+
 // SMs that clusters of `size` CTAs (one per SM) can fill at once: a cluster runs within one GPC, and
 // GPCs hold SM counts that 4 and 8 do not always divide. Measured with cudaOccupancyMaxActiveClusters
 // on an H100 (132 SMs): 66 clusters of 2, 30 of 4 (120 SMs). The estimate for 4 and 8 leaves an eighth;
@@ -95,8 +101,8 @@ constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_c
 // row -1 if no row has this head size. A row with at least as many items (block_m query rows of one
 // (batch, head)) as SMs runs the persistent grid, estimated as rounds of items (ceil(items / sm_count))
 // times rows per item over row_speed. With fewer items, each item's K/V tiles are split among a cluster
-// of CTAs (a power of two, at most kMaxSplits and the item's tiles, the clusters within cluster_slots):
-// one round of rows times the tiles of one split. In floating point: items can pass 2^63.
+// of CTAs (a power of two, at most kMaxSplits, each with at least kMinTilesPerSplit tiles, the clusters
+// within cluster_slots): one round of rows times the tiles of one split. In floating point: items can pass 2^63.
 constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
                                int sm_count) {
   Choice best{-1, 1};
@@ -107,7 +113,8 @@ constexpr Choice choose_config(int head_dim, long long batch_heads, long long se
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
     const double tiles = static_cast<double>((seqlen_k + kConfigs[i].block_n - 1) / kConfigs[i].block_n);
     int splits = 1;
-    while (2 * splits <= kMaxSplits && 2 * splits <= tiles && items * 2 * splits <= cluster_slots(2 * splits, sm_count))
+    while (2 * splits <= kMaxSplits && 2 * splits * kMinTilesPerSplit <= tiles &&
+           items * 2 * splits <= cluster_slots(2 * splits, sm_count))
       splits *= 2;
     const double rounds = ceil_positive(items / sm_count);  // rounds of items
     const double tiles_per_item = splits > 1 ? ceil_positive(tiles / splits) : (tiles > 1 ? tiles : 1.0);
