@@ -178,6 +178,9 @@ TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
     s = select_any_arch(valid_params(1, 8, 1024, 1024, d), dev, "auto");
     EXPECT_EQ(name_of(s), "wgmma_sm90");
     if (d == 64) EXPECT_EQ(wgmma_sm90::Choice::of_variant(s.variant).splits, 2);
+    // 128 items of 128 rows, unsplit (two splits would not fit at once): most of a wave.
+    s = select_any_arch(valid_params(2, 8, 1024, 1024, d), dev, "auto");
+    EXPECT_EQ(name_of(s), "wgmma_sm90");
     // B=2 H=8 L=2048: 256 blocks fill the SMs.
     s = select_any_arch(valid_params(2, 8, 2048, 2048, d), dev, "mma_sm80");
     EXPECT_EQ(s.variant, big);

@@ -62,16 +62,17 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return {{}, choice.variant()};
 }
 
-// One CTA per SM (up to 214 KB of shared memory, 384 or 512 threads). With fewer work items than SMs and
-// no split of their keys, D = 64 runs faster on mma_sm80's small-grid variant, which spreads the rows
-// over more SMs; D = 128 does not. Measured on an H100 under graph replay (docs/perf-log.md v8.4):
-// (1,8,512,64) 12.1 us here against 9.9; (1,8,512,128) 12.0 us here against 15.2.
+// One CTA per SM (up to 214 KB of shared memory, 384 or 512 threads). With its CTAs on fewer than half
+// the SMs, D = 64 runs faster on mma_sm80's small-grid variant, which spreads the rows over more SMs;
+// D = 128 does not. Measured on an H100 under graph replay (docs/perf-log.md v8.4): (1,8,512,64), 32
+// CTAs, 12.1 us here against 9.9; (1,8,1024,64) unsplit, 64 CTAs, 15.2 against 15.5; (1,8,512,128),
+// 32 CTAs, 12.0 against 15.2.
 bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   if (choice.row < 0) return false;
   const long long block_m = wgmma_sm90::kConfigs[choice.row].block_m();
-  const bool full_wave = (p.seqlen_q + block_m - 1) / block_m * p.batch * p.heads_q >= dev.sm_count;
-  return full_wave || choice.splits > 1 || p.head_dim != 64;
+  const long long ctas = (p.seqlen_q + block_m - 1) / block_m * p.batch * p.heads_q * choice.splits;
+  return p.head_dim != 64 || 2 * ctas >= dev.sm_count;
 }
 
 }  // namespace
