@@ -8,8 +8,9 @@
 //      bytes complete the owner's merge barrier (the sender does not wait);
 //   3. the owner waits on its merge barrier, merges its rows from its own shared memory (in slot order:
 //      deterministic) and stores them. Nothing reads another CTA, so CTAs leave freely.
-// Measured on an H100 at (1,8,512,64) (docs/perf-log.md v8.4): remote loads behind three release/acquire
-// cluster barriers (each a GPU-wide fence in the SASS) took ~10,000 cycles of a ~15,000-cycle CTA.
+// One barrier and no remote loads: the fewest round trips of the four versions measured on an H100 at
+// (1,8,512,64) (docs/perf-log.md v8.4), though all four took ~9,500-10,000 cycles of a ~15,000-cycle
+// CTA; hence a split only where each CTA keeps several tiles (kMinTilesPerSplit).
 // The producer warpgroup's threads join the barrier (idle()).
 #pragma once
 
