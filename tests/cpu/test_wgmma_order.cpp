@@ -45,7 +45,7 @@ TEST(WgmmaOrder, EveryItemExactlyOnce) {
 
 // Busiest CTA's load over the mean, with the kernel's tile table and 132 SMs, causal (top-left, Lq = Lk).
 double balance(int64_t batch, int64_t heads, int64_t seqlen, int head_dim) {
-  const auto& cfg = kConfigs[choose_config(head_dim, batch * heads, seqlen, seqlen, 132).row];
+  const auto& cfg = kConfigs[choose_config(head_dim, batch * heads, seqlen, seqlen, true, 132).row];
   const int bm = cfg.block_m(), bn = cfg.block_n;
   const int q_blocks = static_cast<int>((seqlen + bm - 1) / bm);
   const int count = q_blocks * static_cast<int>(batch * heads);
@@ -71,13 +71,18 @@ TEST(WgmmaOrder, CausalLoadsEvenOnTheFa3Grid) {
 }
 
 // The row choose_config takes for a self-attention call (Lq = Lk) on 132 SMs.
-int row(int d, int64_t batch_heads, int64_t seqlen) { return choose_config(d, batch_heads, seqlen, seqlen, 132).row; }
+int row(int d, int64_t batch_heads, int64_t seqlen, bool causal = false) {
+  return choose_config(d, batch_heads, seqlen, seqlen, causal, 132).row;
+}
 
 TEST(WgmmaRows, FewWavesTakeSmallerItems) {
   // (2,8,2048,64): 176 items of 192 rows are two rounds on 132 SMs, as are 256 items of 128 rows.
   EXPECT_EQ(row(64, 2 * 8, 2048), row_of(64, 2));
   // The fa3 grid (16k tokens, 32 heads): many rounds, where three consumers are faster per row.
   for (int64_t l = 512; l <= 16384; l *= 2) EXPECT_EQ(row(64, 16384 / l * 32, l), row_of(64, 3)) << l;
+  // Causal: two consumers up to L = 1024, where they ran faster, three from 2048.
+  for (int64_t l = 512; l <= 16384; l *= 2)
+    EXPECT_EQ(row(64, 16384 / l * 32, l, true), row_of(64, l <= 1024 ? 2 : 3)) << l;
   EXPECT_EQ(row(128, 2 * 8, 2048), row_of(128, 2));
   EXPECT_EQ(row(96, 16, 2048), -1);
   // Item counts past 2^63 are estimated in floating point, not overflowed.
@@ -86,18 +91,18 @@ TEST(WgmmaRows, FewWavesTakeSmallerItems) {
 
 TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
   // (1,8,1024,64): 64 items of 128 rows, their 8 K/V tiles split over clusters of 2.
-  Choice c = choose_config(64, 8, 1024, 1024, 132);
+  Choice c = choose_config(64, 8, 1024, 1024, false, 132);
   EXPECT_EQ(c.row, row_of(64, 2));
   EXPECT_EQ(c.splits, 2);
   // The mission shape (1,8,512,64): 4 tiles per item, fewer than two splits' worth: no split.
-  EXPECT_EQ(choose_config(64, 8, 512, 512, 132).splits, 1);
+  EXPECT_EQ(choose_config(64, 8, 512, 512, false, 132).splits, 1);
   // 128 items: already a wave, no split.
-  EXPECT_EQ(choose_config(128, 16, 1024, 1024, 132).splits, 1);
+  EXPECT_EQ(choose_config(128, 16, 1024, 1024, false, 132).splits, 1);
   // Never fewer than kMinTilesPerSplit tiles per CTA, nor a split without tiles to share.
-  EXPECT_EQ(choose_config(64, 1, 64, 300, 132).splits, 1);
-  EXPECT_EQ(choose_config(64, 1, 64, 1024, 132).splits, 2);
-  EXPECT_EQ(choose_config(64, 1, 64, 0, 132).splits, 1);
-  EXPECT_EQ(choose_config(128, 1, 100, 1 << 20, 132).splits, kMaxSplits);
+  EXPECT_EQ(choose_config(64, 1, 64, 300, false, 132).splits, 1);
+  EXPECT_EQ(choose_config(64, 1, 64, 1024, false, 132).splits, 2);
+  EXPECT_EQ(choose_config(64, 1, 64, 0, false, 132).splits, 1);
+  EXPECT_EQ(choose_config(128, 1, 100, 1 << 20, false, 132).splits, kMaxSplits);
   // Whatever the call, the clusters hold no more CTAs than SMs, splits is a power of two up to
   // kMaxSplits, and it survives the trip through KernelFamily's variant.
   for (int d : {64, 128})
@@ -105,7 +110,7 @@ TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
       for (int64_t lq : {1, 100, 512, 1000, 5000})
         for (int64_t lk : {0, 1, 129, 512, 4096})
           for (int sms : {1, 8, 78, 132}) {
-            const Choice ch = choose_config(d, bh, lq, lk, sms);
+            const Choice ch = choose_config(d, bh, lq, lk, lq % 2 == 0, sms);
             ASSERT_GE(ch.row, 0);
             const int64_t bm = kConfigs[ch.row].block_m();
             const int64_t tiles = (lk + kConfigs[ch.row].block_n - 1) / kConfigs[ch.row].block_n;

@@ -17,6 +17,7 @@ struct TileConfig {
   int consumer_regs;  //   to the consumers (the register file holds 64K)
   double row_speed;   // query rows per unit time relative to the other rows of its head size, measured
                       // with full waves (choose_config)
+  double causal_row_speed;  // the same with a causal mask
 
   static constexpr int kElemBytes = 2;  // fp16 / bf16
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
@@ -62,11 +63,14 @@ struct Choice {
 //    the bigger items leave SMs idle: (2,8,2048,64) ran 46.6 us with 128-row items, 55.6 with 192.
 //  - D = 128: 128-key tiles. A 176-key row (FlashAttention-3's non-causal choice) was 6% faster than
 //    this one with direct stores of O, and 5-9% slower once O went out through TMA.
+//  - D = 64 causal: the three-consumer row's advantage shrinks (v8.4, fa3 points, 192 against 128 rows):
+//    L512 170 / 165 us, L1024 258 / 235, L2048 342 / 382. With the rounds of items below, any speed
+//    between 1.03 and 1.125 picks the faster row at all three; 1.08.
 // Registers: 2 consumers x 240 + 24, 3 x 160 + 32 (x 128 threads <= 64K).
 inline constexpr TileConfig kConfigs[] = {
-    {64, 128, 2, 3, 32, 160, 1.15},
-    {64, 128, 2, 2, 24, 240, 1.0},
-    {128, 128, 2, 2, 24, 240, 1.0},
+    {64, 128, 2, 3, 32, 160, 1.15, 1.08},
+    {64, 128, 2, 2, 24, 240, 1.0, 1.0},
+    {128, 128, 2, 2, 24, 240, 1.0, 1.0},
 };
 inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -100,11 +104,11 @@ constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_c
 // How a call runs: among the rows of its head size, the one that should end first; the first on a tie;
 // row -1 if no row has this head size. A row with at least as many items (block_m query rows of one
 // (batch, head)) as SMs runs the persistent grid, estimated as rounds of items (ceil(items / sm_count))
-// times rows per item over row_speed. With fewer items, each item's K/V tiles are split among a cluster
+// times rows per item over row_speed (causal_row_speed with a causal mask). With fewer items, each item's K/V tiles are split among a cluster
 // of CTAs (a power of two, at most kMaxSplits, each with at least kMinTilesPerSplit tiles, the clusters
 // within cluster_slots): one round of rows times the tiles of one split. In floating point: items can pass 2^63.
 constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
-                               int sm_count) {
+                               bool causal, int sm_count) {
   Choice best{-1, 1};
   double best_time = 0;
   for (int i = 0; i < kConfigCount; ++i) {
@@ -118,7 +122,8 @@ constexpr Choice choose_config(int head_dim, long long batch_heads, long long se
       splits *= 2;
     const double rounds = ceil_positive(items / sm_count);  // rounds of items
     const double tiles_per_item = splits > 1 ? ceil_positive(tiles / splits) : (tiles > 1 ? tiles : 1.0);
-    const double time = rounds * tiles_per_item * static_cast<double>(bm) / kConfigs[i].row_speed;
+    const double speed = causal ? kConfigs[i].causal_row_speed : kConfigs[i].row_speed;
+    const double time = rounds * tiles_per_item * static_cast<double>(bm) / speed;
     if (best.row < 0 || time < best_time) best = {i, splits}, best_time = time;
   }
   return best;
