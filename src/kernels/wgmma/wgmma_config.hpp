@@ -50,8 +50,10 @@ inline constexpr int kMaxSplits = 8;
 struct Choice {
   int row;
   int splits;
+  // log2 of a split count (1, 2, 4 or 8).
+  static constexpr int log2_of(int splits) { return splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0; }
   // As KernelFamily's variant (one int): the row and log2(splits).
-  constexpr int variant() const { return row * 4 + (splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0); }
+  constexpr int variant() const { return row * 4 + log2_of(splits); }
   static constexpr Choice of_variant(int v) { return {v / 4, 1 << (v % 4)}; }
 };
 

@@ -17,18 +17,28 @@
 
 namespace evosdpa::detail::wgmma_sm90 {
 
-// The full row sums from the four lanes' partial ones; 1/l, or 0 for a row that saw no key (O = 0).
-__device__ __forceinline__ float inverse_row_sum(float& l) {
+// The full row sum from the four lanes' partial ones.
+__device__ __forceinline__ void full_row_sum(float& l) {
   l += __shfl_xor_sync(0xffffffffu, l, 1);
   l += __shfl_xor_sync(0xffffffffu, l, 2);
+}
+
+// 1/l after full_row_sum, or 0 for a row that saw no key (O = 0).
+__device__ __forceinline__ float inverse_row_sum(float& l) {
+  full_row_sum(l);
   return l > 0.f ? 1.f / l : 0.f;
 }
 
 // lse = ln(sum exp(s)) of a row from its log2-domain max m and full sum l; -inf for a row without keys.
+__device__ __forceinline__ float lse_of(float m, float l) {
+  return l > 0.f ? (m + __log2f(l)) * 0.6931471805599453f : -INFINITY;
+}
+__device__ __forceinline__ float* lse_row(const KernelParams& p, const Work& w, int row) {
+  return p.lse + (static_cast<int64_t>(w.batch) * p.heads_q + w.head) * p.seqlen_q + row;
+}
+
 __device__ __forceinline__ void store_lse(const KernelParams& p, const Work& w, int row, int lane, float m, float l) {
-  if (p.lse != nullptr && (lane & 3) == 0 && row < p.seqlen_q)
-    p.lse[(static_cast<int64_t>(w.batch) * p.heads_q + w.head) * p.seqlen_q + row] =
-        l > 0.f ? (m + __log2f(l)) * 0.6931471805599453f : -INFINITY;
+  if (p.lse != nullptr && (lane & 3) == 0 && row < p.seqlen_q) *lse_row(p, w, row) = lse_of(m, l);
 }
 
 // O through shared memory: the warpgroup writes its rows into the item's Q buffer (Q's swizzled layout,

@@ -19,28 +19,38 @@ inline int64_t work_items(const KernelParams& p, int block_m) {
   return (static_cast<int64_t>(p.seqlen_q) + block_m - 1) / block_m * p.batch * p.heads_q;
 }
 
-// How many clusters of `splits` CTAs of `kernel` the device runs at once, asked once per (kernel,
-// device, cluster size): the answer does not change, and a call should not pay for it.
-template <typename Kernel>
-cudaError_t cluster_capacity(Kernel kernel, int device, int splits, int threads, int smem, int* fit) {
-  constexpr int kDevices = 64, kSizes = 4;  // cluster sizes 1, 2, 4, 8
-  static std::atomic<int> known[kDevices][kSizes];  // clusters + 1; 0: not asked yet
-  const int size = splits >= 8 ? 3 : splits >= 4 ? 2 : splits >= 2 ? 1 : 0;
-  std::atomic<int>* slot = device < kDevices ? &known[device][size] : nullptr;
+// A launch of `grid` CTAs in clusters of `splits` (the attribute is the caller's, pointed to).
+inline cudaLaunchConfig_t cluster_launch(cudaLaunchAttribute& cluster, int splits, int64_t grid, int threads,
+                                         int smem, cudaStream_t stream) {
+  cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim = {static_cast<unsigned>(splits), 1, 1};
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return config;
+}
+
+// How many clusters of `splits` CTAs of this instantiation's split kernel the device runs at once, asked
+// once per (device, cluster size): the answer does not change, and a call should not pay for it.
+template <typename T, int kIndex>
+cudaError_t cluster_capacity(int device, int splits, int* fit) {
+  constexpr TileConfig cfg = kConfigs[kIndex];
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices][4];  // per log2(splits): clusters + 1; 0: not asked yet
+  std::atomic<int>* slot = device < kDevices ? &known[device][Choice::log2_of(splits)] : nullptr;
   if (slot != nullptr && slot->load(std::memory_order_relaxed) > 0) {
     *fit = slot->load(std::memory_order_relaxed) - 1;
     return cudaSuccess;
   }
-  cudaLaunchConfig_t config = {};
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim = {static_cast<unsigned>(splits), 1, 1};
-  config.gridDim = dim3(static_cast<unsigned>(splits));
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  const cudaError_t err = cudaOccupancyMaxActiveClusters(fit, kernel, &config);
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t config = cluster_launch(cluster, splits, splits, cfg.threads(), cfg.smem_bytes(), nullptr);
+  const cudaError_t err = cudaOccupancyMaxActiveClusters(
+      fit, attention_kernel<T, kIndex, SplitSchedule<kIndex>, MergeEpilogue<T, kIndex>>, &config);
   if (err == cudaSuccess && slot != nullptr) slot->store(*fit + 1, std::memory_order_relaxed);
   return err;
 }
@@ -89,21 +99,13 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     // at once (the part's GPCs decide that, not only its SM count).
     for (; splits > 1; splits /= 2) {
       int fit = 0;
-      err = cluster_capacity(kernel, device, splits, cfg.threads(), smem, &fit);
+      err = cluster_capacity<T, kIndex>(device, splits, &fit);
       if (err != cudaSuccess) return err;
       if (items <= fit) break;
     }
     if (splits > 1) {
-      cudaLaunchConfig_t config = {};
-      cudaLaunchAttribute cluster = {};
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim = {static_cast<unsigned>(splits), 1, 1};
-      config.gridDim = dim3(static_cast<unsigned>(items * splits));
-      config.blockDim = dim3(cfg.threads());
-      config.dynamicSmemBytes = smem;
-      config.stream = stream;
-      config.attrs = &cluster;
-      config.numAttrs = 1;
+      cudaLaunchAttribute cluster;
+      const cudaLaunchConfig_t config = cluster_launch(cluster, splits, items * splits, cfg.threads(), smem, stream);
       err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, p);
       return err == cudaSuccess ? cudaGetLastError() : err;
     }

@@ -19,6 +19,7 @@
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
 #include "kernels/wgmma/ptx.cuh"
+#include "kernels/wgmma/wgmma_epilogue.cuh"
 #include "kernels/wgmma/wgmma_scheduler.cuh"
 #include "kernels/wgmma/wgmma_smem.cuh"
 
@@ -37,11 +38,8 @@ struct MergeEpilogue {
     const int n = static_cast<int>(cluster_size()), rank = static_cast<int>(cluster_rank());
     const int slice = kBlockM / n;  // rows per owner (n divides 128 and 192)
     const int warp = (threadIdx.x % 128) / 32;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
+    full_row_sum(l[0]);
+    full_row_sum(l[1]);
     // What this CTA receives: per row of its slice and per CTA, D floats of O and the two statistics.
     if (threadIdx.x == 128) mbar_expect_tx(sm.merge_full(), kBlockM * (4 * D + 8));
     cluster_sync_relaxed();
@@ -88,9 +86,7 @@ struct MergeEpilogue {
       if (q < p.seqlen_q) {
         *reinterpret_cast<uint2*>(out + q * p.o_seq_stride + col) =
             make_uint2(pack2<T>(acc.x, acc.y), pack2<T>(acc.z, acc.w));
-        if (p.lse != nullptr && col == 0)
-          p.lse[(static_cast<int64_t>(w.batch) * p.heads_q + w.head) * p.seqlen_q + q] =
-              sum > 0.f ? (base + __log2f(sum)) * 0.6931471805599453f : -INFINITY;
+        if (p.lse != nullptr && col == 0) *lse_row(p, w, q) = lse_of(base, sum);
       }
     }
   }
