@@ -87,53 +87,84 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
 // column 8*(i>>2) + 2*(lane%4) + (i&1) of its warpgroup's 64 x N tile.
 
 // Scores of keys a row may not see become -inf: keys past seqlen_k (TMA filled them with zeros) and,
-// with a causal mask, keys past the row's diagonal.
+// with a causal mask, keys past the row's diagonal. Per row the last key it sees, less the tile's first
+// key and the lane's column offset, leaves one compare with a constant per score (the per-score key and
+// row arithmetic was 227 instructions per masked tile at D=64, 128 now).
 template <int kBlockN>
 __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelParams& p, int key0, int row_lo,
                                           int lane) {
+  int limit[2];
 #pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i) {
-    const int key = key0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-    const int row = row_lo + 8 * ((i >> 1) & 1);
-    if (key >= p.seqlen_k || (p.causal && key > row + p.causal_offset)) s[i] = -INFINITY;
+  for (int r = 0; r < 2; ++r) {
+    int last = p.seqlen_k - 1;
+    if (p.causal) last = min(last, row_lo + 8 * r + p.causal_offset);
+    limit[r] = last - key0 - 2 * (lane & 3);
   }
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i)
+    if (8 * (i >> 2) + (i & 1) > limit[(i >> 1) & 1]) s[i] = -INFINITY;
 }
 
-// Online softmax over one tile for the thread's two rows: raise the running max m (log2 domain), turn the
-// scores into P = 2^(S - m_new) and fold it into the partial row sums l, rescaled by
-// alpha = 2^(m_old - m_new); O must be rescaled by alpha too (rescale_o), once the P.V in flight is done.
+// The reference point m of a row's exponentials moves only when the tile's max exceeds it by more than
+// this (log2 domain), so P = 2^(S - m) stays at most 2^8, far inside fp16's range, with the same relative
+// rounding as below 1; after the first tiles a warp's rows rarely move at all and O's rescale is skipped
+// (FlashAttention-4's conditional rescaling).
+constexpr float kMaxSlack = 8.f;
+
+// Online softmax over one tile for the thread's two rows: move the reference max m (log2 domain) if the
+// tile's max passes it by more than kMaxSlack, turn the scores into P = 2^(S - m) and fold them into the
+// partial row sums l, rescaled by alpha = 2^(m_old - m_new) (1 where m stayed); O must be rescaled by alpha
+// too (rescale_o), once the P.V in flight is done.
 // kFolded: s holds raw scores and scale (> 0, so it commutes with the max) is applied inside the
 // exponent, one FFMA per score instead of a multiply and a subtract; otherwise s is already scaled.
 // A row that has seen only masked keys keeps m = -inf and exponentiates against 0: P = 0, never NaN.
 // The four lanes of a row hold disjoint columns: the max is shared among them, l stays partial.
+// Max and sum run as four independent chains per row (the thread's 32 values of a row in a single chain
+// left the warps waiting on each FMNMX and FADD: ncu's top stall, "wait", 1.86 per instruction at D=64).
 template <int kBlockN, bool kFolded>
 __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float scale, float (&m)[2], float (&l)[2],
                                              float (&alpha)[2]) {
-  float tile_max[2] = {-INFINITY, -INFINITY};
+  // Element i belongs to row (i >> 1) & 1; chain c = (i & 1) + 2 * ((i >> 2) & 1) of that row.
+  float part[2][4], sum[2][4];
 #pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i) tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) part[r][c] = -INFINITY, sum[r][c] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kBlockN / 2; ++i) {
+    float& x = part[(i >> 1) & 1][(i & 1) + 2 * ((i >> 2) & 1)];
+    x = fmaxf(x, s[i]);
+  }
   float base[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-    if constexpr (kFolded) tile_max[r] *= scale;
-    const float m_new = fmaxf(m[r], tile_max[r]);
-    base[r] = m_new == -INFINITY ? 0.f : m_new;
-    alpha[r] = fast_exp2(m[r] - base[r]);
-    m[r] = m_new;
-    l[r] *= alpha[r];
+    float tile_max = fmaxf(fmaxf(part[r][0], part[r][1]), fmaxf(part[r][2], part[r][3]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    if constexpr (kFolded) tile_max *= scale;
+    if (tile_max > m[r] + kMaxSlack) {  // true too for m = -inf and a finite max; false for NaN
+      alpha[r] = fast_exp2(m[r] - tile_max);
+      m[r] = tile_max;
+      l[r] *= alpha[r];
+    } else {
+      alpha[r] = 1.f;
+    }
+    base[r] = m[r] == -INFINITY ? 0.f : m[r];
   }
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
     const float b = base[(i >> 1) & 1];
     s[i] = kFolded ? fast_exp2(fmaf(s[i], scale, -b)) : fast_exp2(s[i] - b);
-    l[(i >> 1) & 1] += s[i];
+    sum[(i >> 1) & 1][(i & 1) + 2 * ((i >> 2) & 1)] += s[i];
   }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] += (sum[r][0] + sum[r][1]) + (sum[r][2] + sum[r][3]);
 }
 
+// O *= alpha, skipped when no row of the warp moved its max (warp-uniform: no wgmma is issued here).
 template <int D>
 __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&alpha)[2]) {
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
 }
@@ -148,15 +179,19 @@ __device__ __forceinline__ void to_fragments(const float (&s)[kBlockN / 2], uint
     for (int j = 0; j < 4; ++j) a[kk][j] = pack2<T>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
 }
 
+// The descriptor of a warpgroup's 64 rows of Q (128B swizzle, K-major), computed once per item.
+__device__ __forceinline__ uint64_t q_desc_of(uint32_t q_rows) { return matrix_desc(q_rows, 16, 1024); }
+
 // S = Q.K^T for the stage's K tile: D/16 k-steps, k-step kk 32 bytes into 64-column block kk/4 of both.
 template <typename T, int kIndex>
-__device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 2], uint32_t q_rows, uint32_t k_tile) {
+__device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 2], uint64_t q_desc, uint32_t k_tile) {
   constexpr int D = kConfigs[kIndex].head_dim, BN = kConfigs[kIndex].block_n;
+  const uint64_t k_desc = matrix_desc(k_tile, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t step = (kk & 3) * 32;
-    const uint64_t a = matrix_desc(q_rows + (kk >> 2) * Shape<kIndex>::kBlockM * 128 + step, 16, 1024);
-    const uint64_t b = matrix_desc(k_tile + (kk >> 2) * BN * 128 + step, 16, 1024);
+    const uint64_t a = desc_advance(q_desc, (kk >> 2) * Shape<kIndex>::kBlockM * 128 + step);
+    const uint64_t b = desc_advance(k_desc, (kk >> 2) * BN * 128 + step);
     mma_ss<BN, T>(sc, a, b, kk > 0);
   }
   wgmma_commit();
@@ -168,8 +203,9 @@ template <typename T, int kIndex>
 __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 2],
                                          const uint32_t (&pa)[kConfigs[kIndex].block_n / 16][4], uint32_t v_tile) {
   constexpr int D = kConfigs[kIndex].head_dim, BN = kConfigs[kIndex].block_n;
+  const uint64_t v_desc = matrix_desc(v_tile, BN * 128, 1024);
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) mma_rs<D, T>(o, pa[kk], matrix_desc(v_tile + kk * 2048, BN * 128, 1024));
+  for (int kk = 0; kk < BN / 16; ++kk) mma_rs<D, T>(o, pa[kk], desc_advance(v_desc, kk * 2048));
   wgmma_commit();
 }
 
@@ -233,7 +269,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   const int row_lo = row0 + 16 * warp + lane / 4;      // the thread's rows: row_lo, row_lo + 8
   const int key0 = w.t0 * BN;                          // the item's first key
   const int q_buf = iter % TileConfig::kQBuffers;
-  const uint32_t q_rows = sm.q(q_buf) + consumer * 64 * 128;  // its 64 rows within each 64-column block of Q
+  const uint64_t q_desc = q_desc_of(sm.q(q_buf) + consumer * 64 * 128);  // its 64 rows of each 64-column block
   const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % kCfg.consumers;
   const int my_tiles = warpgroup_tiles(p, w, row0, BN);
   // Whether the turn of the item's tile j is the CTA's last, which the last consumer keeps.
@@ -257,7 +293,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   named_sync(my_turn);
   mbar_wait(sm.k_full(tiles % kStages), (tiles / kStages) & 1);
   wgmma_fence();
-  issue_qk<T, kIndex>(sc, q_rows, sm.k(tiles % kStages));
+  issue_qk<T, kIndex>(sc, q_desc, sm.k(tiles % kStages));
   if (!keep(0)) named_arrive(next_turn);
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(tiles % kStages));
@@ -270,7 +306,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
-    issue_qk<T, kIndex>(sc, q_rows, sm.k(s));
+    issue_qk<T, kIndex>(sc, q_desc, sm.k(s));
     mbar_wait(sm.v_full(prev), ((c - 1) / kStages) & 1);
     issue_pv<T, kIndex>(o, pa, sm.v(prev));
     if (!keep(it)) named_arrive(next_turn);
