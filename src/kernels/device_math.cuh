@@ -37,4 +37,11 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// 1/x on the special-function unit (1 ulp; an IEEE division is a dozen instructions with a slow path).
+__device__ __forceinline__ float fast_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace evosdpa::detail

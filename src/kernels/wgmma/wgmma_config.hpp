@@ -31,11 +31,13 @@ struct TileConfig {
   constexpr int kv_tile_bytes() const { return block_n * head_dim * kElemBytes; }
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
   // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
-  // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh); plus
-  // 1024 bytes to align the base.
+  // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh), then
+  // per Q buffer its item's Work (5 ints, which the producer computes for the consumers); plus 1024 bytes
+  // to align the base.
   constexpr int barrier_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
   constexpr int stats_offset() const { return barrier_offset() + 8 * (2 * kQBuffers + 4 * stages + 1); }
-  constexpr int smem_bytes() const { return 1024 + stats_offset() + 2 * 4 * block_m(); }
+  constexpr int work_offset() const { return stats_offset() + 2 * 4 * block_m(); }
+  constexpr int smem_bytes() const { return 1024 + work_offset() + kQBuffers * 32; }
   // A split item's partial O, fp32 rows padded by 16 bytes (2-way bank conflicts for the 8-byte stores,
   // the least 8-byte stores allow), written over the K/V ring once every GEMM is done.
   constexpr int partial_row_bytes() const { return (head_dim + 4) * 4; }

@@ -26,7 +26,7 @@ __device__ __forceinline__ void full_row_sum(float& l) {
 // 1/l after full_row_sum, or 0 for a row that saw no key (O = 0).
 __device__ __forceinline__ float inverse_row_sum(float& l) {
   full_row_sum(l);
-  return l > 0.f ? 1.f / l : 0.f;
+  return l > 0.f ? fast_rcp(l) : 0.f;
 }
 
 // lse = ln(sum exp(s)) of a row from its log2-domain max m and full sum l; -inf for a row without keys.

@@ -34,7 +34,9 @@ namespace evosdpa::detail::wgmma_sm90 {
 
 // ---- producer -------------------------------------------------------------------------------------
 // Q of the CTA's item `iter` into buffer iter % kQBuffers, once the consumers have released it (its
-// previous use, kQBuffers items earlier, is done).
+// previous use, kQBuffers items earlier, is done), and the item's Work beside it: the consumers read it
+// once q_full completes (the arrival releases the stores), instead of each computing the item (the causal
+// order's divisions on their critical path between items).
 template <int kIndex, typename Schedule>
 __device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm,
                                        int iter) {
@@ -42,6 +44,8 @@ __device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams
   const Work w = Schedule::item(p, iter);
   const int buf = iter % kBuffers;
   if (iter >= kBuffers) mbar_wait(sm.q_empty(buf), (iter / kBuffers - 1) & 1);
+  const int fields[5] = {w.q0, w.head, w.batch, w.t0, w.n_tiles};
+  for (int f = 0; f < 5; ++f) st_shared(sm.work(buf, f), static_cast<uint32_t>(fields[f]));
   mbar_expect_tx(sm.q_full(buf), Smem<kIndex>::kQBytes);
   for (int b = 0; b < Smem<kIndex>::kDBlocks; ++b)
     tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), 64 * b, w.q0, w.head, w.batch);
@@ -284,7 +288,6 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[BN / 16][4];
-  mbar_wait(sm.q_full(q_buf), (iter / TileConfig::kQBuffers) & 1);
   if (my_tiles == 0) {
     epilogue.first_s_done(sm);
     for (int j = 0; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
@@ -346,7 +349,11 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consum
   if (last >= 0 && consumer == kConfigs[kIndex].consumers - 1) named_arrive(1);  // consumer 0 takes the first turn
   int tiles = 0;
   for (int iter = 0; iter < items; ++iter) {
-    const Work w = Schedule::item(p, iter);
+    const int buf = iter % TileConfig::kQBuffers;
+    mbar_wait(sm.q_full(buf), (iter / TileConfig::kQBuffers) & 1);
+    const Work w{static_cast<int>(ld_shared_u32(sm.work(buf, 0))), static_cast<int>(ld_shared_u32(sm.work(buf, 1))),
+                 static_cast<int>(ld_shared_u32(sm.work(buf, 2))), static_cast<int>(ld_shared_u32(sm.work(buf, 3))),
+                 static_cast<int>(ld_shared_u32(sm.work(buf, 4)))};
     consume_item<T, kIndex>(p, to, w, consumer, sm, epilogue, iter, tiles, iter == last);
     tiles += w.n_tiles;
   }

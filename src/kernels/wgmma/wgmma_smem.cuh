@@ -18,6 +18,7 @@ struct Smem {
   static constexpr int kTileBytes = kCfg.kv_tile_bytes();
   static constexpr int kBarriers = kCfg.barrier_offset();
   static constexpr int kStats = kCfg.stats_offset();
+  static constexpr int kWork = kCfg.work_offset();
   static constexpr int kBlockM = kCfg.block_m();
   static constexpr int kPartialRow = kCfg.partial_row_bytes();
   static constexpr int kDBlocks = kCfg.d_blocks();
@@ -34,6 +35,8 @@ struct Smem {
   __device__ uint32_t merge_full() const { return k_full(4 * kCfg.stages); }  // a split item's partials are in
   // Float `row` of the item's maxima (which 0) or sums (which 1).
   __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
+  // Field f (q0, head, batch, t0, n_tiles) of the Work of the item whose Q is in `buffer`.
+  __device__ uint32_t work(int buffer, int f) const { return base + kWork + 32 * buffer + 4 * f; }
   __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
 };
 
