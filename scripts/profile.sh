@@ -12,6 +12,7 @@ if [ "${1:-}" = "--build" ]; then build=$2; shift 2; fi
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--batch 4 --heads 16 --seqlen 4096 --head-dim 128 --kernel mma_sm80)
 logs=${OUT:-/tmp}
+mkdir -p "$logs"
 csv="$logs/ncu-raw.csv"
 metrics=(
   gpu__time_duration.sum
