@@ -28,6 +28,10 @@ set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/inst/wgmma_bf16_d64.cu
   src/kernels/wgmma/inst/wgmma_bf16_d64_m128.cu
   src/kernels/wgmma/inst/wgmma_bf16_d128.cu
+  src/kernels/wgmma/inst/wgmma_fp16_d64_splitkeys.cu
+  src/kernels/wgmma/inst/wgmma_fp16_d128_splitkeys.cu
+  src/kernels/wgmma/inst/wgmma_bf16_d64_splitkeys.cu
+  src/kernels/wgmma/inst/wgmma_bf16_d128_splitkeys.cu
 )
 
 # Each kernel family's CUDA targets, compiled into the file that defines its KernelFamily

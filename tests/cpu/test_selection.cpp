@@ -54,12 +54,19 @@ TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), "")), "wgmma_sm90");
 }
 
-TEST(Selection, AutoLeavesLessThanAWaveToTheSmallGridVariant) {
+TEST(Selection, AutoLeavesFewClusteredD64ItemsToTheSmallGridVariant) {
   auto h100 = device(9, 0);
   h100.sm_count = 132;
-  // (1, 8, 512, 64): 32 CTAs of 128 rows with 4 K/V tiles each on 132 SMs, too few to split:
-  // mma_sm80's small-grid variant runs it faster.
-  auto small = valid_params(1, 8, 512, 512, 64);
+  // (1, 8, 512, 64): 64 items of 64 rows, each CTA's two consumers splitting its 4 K/V tiles.
+  auto p = valid_params(1, 8, 512, 512, 64);
+  Selection s = select_any_arch(p, h100, "auto");
+  EXPECT_EQ(name_of(s), "wgmma_sm90");
+  EXPECT_TRUE(wgmma_sm90::kConfigs[wgmma_sm90::Choice::of_variant(s.variant).row].split_keys);
+  // (1, 1, 64, 65536): one item, its 512 tiles split over a cluster of 8: 8 CTAs, less than half a wave;
+  // mma_sm80's small-grid variant runs it (v8.4).
+  auto small = valid_params(1, 1, 64, 65536, 64);
+  s = select_any_arch(small, h100, "wgmma_sm90");
+  EXPECT_EQ(wgmma_sm90::Choice::of_variant(s.variant).splits, 8);
   EXPECT_EQ(name_of(select_any_arch(small, h100, "auto")), "mma_sm80");
   EXPECT_EQ(name_of(select_any_arch(small, h100, "wgmma_sm90")), "wgmma_sm90");  // by name it runs
   // 4 x 16 x 4096 rows: 2048 CTAs.
@@ -68,9 +75,9 @@ TEST(Selection, AutoLeavesLessThanAWaveToTheSmallGridVariant) {
   KernelFamily wgmma = *find_family("wgmma_sm90");
   wgmma.cuda_archs = "90a";
   const KernelFamily* only[] = {&wgmma};
-  const Selection s = select_kernel(small, h100, "auto", FamilyTable{only, 1});
-  ASSERT_TRUE(s.check.ok()) << s.check.message;
-  EXPECT_EQ(name_of(s), "wgmma_sm90");
+  const Selection alone = select_kernel(small, h100, "auto", FamilyTable{only, 1});
+  ASSERT_TRUE(alone.check.ok()) << alone.check.message;
+  EXPECT_EQ(name_of(alone), "wgmma_sm90");
 }
 
 TEST(Selection, WgmmaNeedsHopperAndTmaStrides) {
@@ -170,14 +177,16 @@ TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
     auto s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "mma_sm80");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
     EXPECT_EQ(s.variant, small);
-    // On Hopper, "auto" leaves these few D=64 items to mma_sm80's small-grid variant; D=128 runs on
-    // wgmma_sm90 (persistent: 4 tiles per item are too few to split).
+    // On Hopper, "auto" runs them on wgmma_sm90: 64 items of 64 rows, each CTA's consumers splitting
+    // the item's keys.
     s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "auto");
-    EXPECT_EQ(name_of(s), d == 64 ? "mma_sm80" : "wgmma_sm90");
-    // With 1024 keys the D=64 items split their 8 tiles over clusters of 2.
+    EXPECT_EQ(name_of(s), "wgmma_sm90");
+    EXPECT_TRUE(wgmma_sm90::kConfigs[wgmma_sm90::Choice::of_variant(s.variant).row].split_keys);
+    // With 1024 keys the 128-row items split their 8 tiles over clusters of 2 (a tie with split_keys,
+    // which comes later in the table).
     s = select_any_arch(valid_params(1, 8, 1024, 1024, d), dev, "auto");
     EXPECT_EQ(name_of(s), "wgmma_sm90");
-    if (d == 64) EXPECT_EQ(wgmma_sm90::Choice::of_variant(s.variant).splits, 2);
+    EXPECT_EQ(wgmma_sm90::Choice::of_variant(s.variant).splits, 2);
     // 128 items of 128 rows, unsplit (two splits would not fit at once): most of a wave.
     s = select_any_arch(valid_params(2, 8, 1024, 1024, d), dev, "auto");
     EXPECT_EQ(name_of(s), "wgmma_sm90");

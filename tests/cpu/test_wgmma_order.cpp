@@ -89,6 +89,29 @@ TEST(WgmmaRows, FewWavesTakeSmallerItems) {
   EXPECT_EQ(row(64, (int64_t{1} << 62) - 1, 1 << 30), row_of(64, 3));
 }
 
+TEST(WgmmaRows, LessThanAWaveOfSmallItemsSplitsKeysInTheCta) {
+  for (int d : {64, 128}) {
+    // The mission shape (1,8,512,64) and its D=128 twin: 64 items of 64 rows, one wave.
+    const Choice c = choose_config(d, 8, 512, 512, false, 132);
+    EXPECT_TRUE(kConfigs[c.row].split_keys) << d;
+    EXPECT_EQ(c.splits, 1);
+    EXPECT_EQ(c.row, row_of(d, 2, true));
+    // 256 items of 64 rows are more than a wave: never split_keys, which takes one item per CTA.
+    EXPECT_FALSE(kConfigs[choose_config(d, 16, 1024, 1024, false, 132).row].split_keys) << d;
+  }
+  // Whatever the call, a split_keys row has all its items in one wave and no cluster.
+  for (int d : {64, 128})
+    for (int64_t bh : {1, 3, 8, 40, 200})
+      for (int64_t lq : {1, 100, 512, 1000, 5000})
+        for (int64_t lk : {0, 1, 129, 512, 4096})
+          for (int sms : {1, 8, 78, 132}) {
+            const Choice ch = choose_config(d, bh, lq, lk, lq % 2 == 0, sms);
+            if (!kConfigs[ch.row].split_keys) continue;
+            EXPECT_LE((lq + 63) / 64 * bh, sms);
+            EXPECT_EQ(ch.splits, 1);
+          }
+}
+
 TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
   // (1,8,1024,64): 64 items of 128 rows, their 8 K/V tiles split over clusters of 2.
   Choice c = choose_config(64, 8, 1024, 1024, false, 132);

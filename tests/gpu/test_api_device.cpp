@@ -49,7 +49,10 @@ TEST(DeviceApi, SupportsNamesTheKernelThatRuns) {
   auto p = prob.params();
   auto r = evosdpa::supports(p);
   ASSERT_TRUE(r.ok()) << r.message;
-  EXPECT_EQ(r.kernel, "mma_sm80");
+  int device = 0, major = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  EXPECT_EQ(r.kernel, major == 9 ? "wgmma_sm90" : "mma_sm80");
   // A row stride of 68 elements is element-aligned but not 16-byte aligned for every row.
   p.q_seq_stride = 68;
   p.seqlen_q = 100;

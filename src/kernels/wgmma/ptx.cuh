@@ -108,6 +108,13 @@ __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive 
 __device__ __forceinline__ void named_sync_warpgroup(int id) {
   asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
 }
+// `threads` threads (a multiple of 128: whole warpgroups).
+__device__ __forceinline__ void named_sync_threads(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive_threads(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---- clusters ----------------------------------------------------------------------------------------
 __device__ __forceinline__ uint32_t cluster_size() {

@@ -18,13 +18,16 @@ struct TileConfig {
   double row_speed;   // query rows per unit time relative to the other rows of its head size, measured
                       // with full waves (choose_config)
   double causal_row_speed;  // the same with a causal mask
+  bool split_keys = false;  // the consumers share one block of 64 query rows and take its K/V tiles in
+                            // turn, merging their partial results in shared memory at the end: twice the
+                            // CTAs of a row split for grids of less than a wave (one item per CTA)
 
   static constexpr int kElemBytes = 2;  // fp16 / bf16
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
   // its O on the way out (the epilogue's TMA store).
   static constexpr int kQBuffers = 2;
 
-  constexpr int block_m() const { return 64 * consumers; }       // query rows per work item
+  constexpr int block_m() const { return split_keys ? 64 : 64 * consumers; }  // query rows per work item
   constexpr int threads() const { return 128 * (1 + consumers); }  // one producer warpgroup issuing TMA
   constexpr int d_blocks() const { return head_dim / 64; }
   constexpr int q_bytes() const { return block_m() * head_dim * kElemBytes; }
@@ -32,12 +35,16 @@ struct TileConfig {
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
   // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
   // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh), then
-  // per Q buffer its item's Work (5 ints, which the producer computes for the consumers); plus 1024 bytes
-  // to align the base.
+  // per Q buffer its item's Work (5 ints, which the producer computes for the consumers), then with
+  // split_keys the partial results consumers 1.. hand to consumer 0; plus 1024 bytes to align the base.
   constexpr int barrier_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
   constexpr int stats_offset() const { return barrier_offset() + 8 * (2 * kQBuffers + 4 * stages + 1); }
   constexpr int work_offset() const { return stats_offset() + 2 * 4 * block_m(); }
-  constexpr int smem_bytes() const { return 1024 + work_offset() + kQBuffers * 32; }
+  constexpr int handoff_offset() const { return work_offset() + kQBuffers * 32; }
+  // split_keys: per consumer after the first, each thread's O accumulators, its two rows' m and l.
+  constexpr int handoff_floats() const { return head_dim / 2 + 4; }
+  constexpr int handoff_bytes() const { return split_keys ? (consumers - 1) * 128 * handoff_floats() * 4 : 0; }
+  constexpr int smem_bytes() const { return 1024 + handoff_offset() + handoff_bytes(); }
   // A split item's partial O, fp32 rows padded by 16 bytes (2-way bank conflicts for the 8-byte stores,
   // the least 8-byte stores allow), written over the K/V ring once every GEMM is done.
   constexpr int partial_row_bytes() const { return (head_dim + 4) * 4; }
@@ -70,18 +77,25 @@ struct Choice {
 //  - D = 64 causal: the three-consumer row's advantage shrinks (v8.4, fa3 points, 192 against 128 rows):
 //    L512 170 / 165 us, L1024 258 / 235, L2048 342 / 382. With the rounds of items below, any speed
 //    between 1.03 and 1.125 picks the faster row at all three; 1.08.
+//  - split_keys rows, for grids whose 64-row items fit in one wave: twice the CTAs of the 128-row row at
+//    the same register split. (1,8,512,64) under graph replay 9.9 us (mma_sm80, the choice before) ->
+//    8.3-8.5; (1,8,512,128) 11.6 -> 9.7; (1,8,256,64) 7.1 -> 6.8 (docs/perf-log.md v8.6). Four stages at
+//    D = 64: every tile of L = 512 in flight at once.
 // Registers: 2 consumers x 240 + 24, 3 x 160 + 32 (x 128 threads <= 64K).
 inline constexpr TileConfig kConfigs[] = {
     {64, 128, 2, 3, 32, 160, 1.15, 1.08},
     {64, 128, 2, 2, 24, 240, 1.0, 1.0},
     {128, 128, 2, 2, 24, 240, 1.0, 1.0},
+    {64, 128, 4, 2, 24, 240, 1.0, 1.0, true},
+    {128, 128, 2, 2, 24, 240, 1.0, 1.0, true},
 };
 inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
-// The row of kConfigs with this head size and consumer count (the instantiation files name rows so).
-constexpr int row_of(int head_dim, int consumers) {
+// The row of kConfigs with this head size, consumer count and split (the instantiation files name rows so).
+constexpr int row_of(int head_dim, int consumers, bool split_keys = false) {
   for (int i = 0; i < kConfigCount; ++i)
-    if (kConfigs[i].head_dim == head_dim && kConfigs[i].consumers == consumers) return i;
+    if (kConfigs[i].head_dim == head_dim && kConfigs[i].consumers == consumers && kConfigs[i].split_keys == split_keys)
+      return i;
   return -1;
 }
 
@@ -110,7 +124,9 @@ constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_c
 // (batch, head)) as SMs runs the persistent grid, estimated as rounds of items (ceil(items / sm_count))
 // times rows per item over row_speed (causal_row_speed with a causal mask). With fewer items, each item's K/V tiles are split among a cluster
 // of CTAs (a power of two, at most kMaxSplits, each with at least kMinTilesPerSplit tiles, the clusters
-// within cluster_slots): one round of rows times the tiles of one split. In floating point: items can pass 2^63.
+// within cluster_slots): one round of rows times the tiles of one split. A split_keys row runs only
+// where its items (64 rows) fit in one wave, each CTA over all the item's tiles. In floating point:
+// items can pass 2^63.
 constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
                                bool causal, int sm_count) {
   Choice best{-1, 1};
@@ -121,9 +137,13 @@ constexpr Choice choose_config(int head_dim, long long batch_heads, long long se
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
     const double tiles = static_cast<double>((seqlen_k + kConfigs[i].block_n - 1) / kConfigs[i].block_n);
     int splits = 1;
-    while (2 * splits <= kMaxSplits && 2 * splits * kMinTilesPerSplit <= tiles &&
-           items * 2 * splits <= cluster_slots(2 * splits, sm_count))
-      splits *= 2;
+    if (kConfigs[i].split_keys) {
+      if (items > sm_count) continue;  // one item per CTA, every CTA in the first wave
+    } else {
+      while (2 * splits <= kMaxSplits && 2 * splits * kMinTilesPerSplit <= tiles &&
+             items * 2 * splits <= cluster_slots(2 * splits, sm_count))
+        splits *= 2;
+    }
     const double rounds = ceil_positive(items / sm_count);  // rounds of items
     const double tiles_per_item = splits > 1 ? ceil_positive(tiles / splits) : (tiles > 1 ? tiles : 1.0);
     const double speed = causal ? kConfigs[i].causal_row_speed : kConfigs[i].row_speed;

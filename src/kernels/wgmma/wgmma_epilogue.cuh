@@ -51,7 +51,8 @@ __device__ __forceinline__ void store_lse(const KernelParams& p, const Work& w, 
 template <typename T, int kIndex>
 struct StoreEpilogue {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
-  static constexpr uint32_t kQReleases = kCfg.consumers;  // one per warpgroup, from its storing thread
+  // One per storing warpgroup, from its storing thread (split_keys: consumer 0 stores the item's rows).
+  static constexpr uint32_t kQReleases = kCfg.split_keys ? 1 : kCfg.consumers;
   int pending = -1;  // the storing thread: the Q buffer its last store may still be reading
 
   __device__ void first_s_done(const Smem<kIndex>& sm) {

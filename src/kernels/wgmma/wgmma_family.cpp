@@ -72,7 +72,7 @@ bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (choice.row < 0) return false;
   const long long block_m = wgmma_sm90::kConfigs[choice.row].block_m();
   const long long ctas = (p.seqlen_q + block_m - 1) / block_m * p.batch * p.heads_q * choice.splits;
-  return p.head_dim != 64 || 2 * ctas >= dev.sm_count;
+  return p.head_dim != 64 || wgmma_sm90::kConfigs[choice.row].split_keys || 2 * ctas >= dev.sm_count;
 }
 
 }  // namespace

@@ -72,20 +72,30 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
     const int q_after = min(kCfg.stages, w.n_tiles) - 1;
     if (w.n_tiles == 0 && iter + kAhead < items) load_q<kIndex, Schedule>(tq, p, sm, iter + kAhead);
     const int kv_head = w.head / p.kv_group;
-    for (int t = 0; t < w.n_tiles; ++t, ++tiles) {
-      const int s = tiles % kCfg.stages;
-      const uint32_t released = (tiles / kCfg.stages - 1) & 1;  // the phase in which the consumers freed s
-      const int key0 = (w.t0 + t) * kCfg.block_n;
-      if (tiles >= kCfg.stages) mbar_wait(sm.k_empty(s), released);
+    const auto load_k = [&](int t) {
+      const int c = tiles + t, s = c % kCfg.stages;  // ring position and stage
+      if (c >= kCfg.stages) mbar_wait(sm.k_empty(s), (c / kCfg.stages - 1) & 1);  // the phase that freed s
       mbar_expect_tx(sm.k_full(s), S::kTileBytes);
       for (int b = 0; b < S::kDBlocks; ++b)
-        tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), 64 * b, key0, kv_head, w.batch);
-      if (tiles >= kCfg.stages) mbar_wait(sm.v_empty(s), released);
+        tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), 64 * b, (w.t0 + t) * kCfg.block_n, kv_head, w.batch);
+    };
+    const auto load_v = [&](int t) {
+      const int c = tiles + t, s = c % kCfg.stages;
+      if (c >= kCfg.stages) mbar_wait(sm.v_empty(s), (c / kCfg.stages - 1) & 1);
       mbar_expect_tx(sm.v_full(s), S::kTileBytes);
       for (int b = 0; b < S::kDBlocks; ++b)
-        tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), 64 * b, key0, kv_head, w.batch);
-      if (t == q_after && iter + kAhead < items) load_q<kIndex, Schedule>(tq, p, sm, iter + kAhead);
+        tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), 64 * b, (w.t0 + t) * kCfg.block_n, kv_head, w.batch);
+    };
+    // K of tile t goes out before V of tile t - 1, which is needed only after S_{t-1}'s softmax: the
+    // loads in flight share the SM's bandwidth, and with K and V in turn the first K tile arrived ~1,300
+    // cycles after Q (clock64 trace, D=64 L=512, split_keys: the CTA issues all its loads at once).
+    for (int t = 0; t <= w.n_tiles; ++t) {
+      if (t < w.n_tiles) load_k(t);
+      if (t == 0) continue;
+      load_v(t - 1);
+      if (t - 1 == q_after && iter + kAhead < items) load_q<kIndex, Schedule>(tq, p, sm, iter + kAhead);
     }
+    tiles += w.n_tiles;
   }
 }
 
@@ -258,29 +268,84 @@ __device__ __forceinline__ void skip_turn(const Smem<kIndex>& sm, int c, int my_
   mbar_arrive(sm.v_empty(s));
 }
 
+// The item's tiles a consumer computes: tile first + k * stride for k < count. A row split (each
+// consumer its own 64 rows) runs every tile its rows see; with split_keys the consumers share the rows
+// and take the tiles in turn.
+struct TileRun {
+  int first, stride, count;
+  __device__ int tile(int k) const { return first + k * stride; }
+};
+
+// A split_keys item's hand-over: consumers 1.. write their partial (O, m, l) to shared memory and are
+// done; consumer 0 folds each into its own against the larger of the two maxima (in consumer order:
+// deterministic). Thread t of every consumer holds the same rows and columns, so each thread reads
+// what its counterparts wrote: no shuffles, and a warp's 32 floats are consecutive (no bank conflict).
+// Returns whether this consumer stores the item.
+template <int kIndex>
+__device__ __forceinline__ bool hand_over(const Smem<kIndex>& sm, int consumer,
+                                          float (&o)[kConfigs[kIndex].head_dim / 2], float (&m)[2], float (&l)[2]) {
+  constexpr int C = kConfigs[kIndex].consumers, D = kConfigs[kIndex].head_dim;
+  constexpr int kBarrier = 2 * C + 1;  // after the pingpong's 1..C and the epilogue's C+1..2C
+  const int t = threadIdx.x % 128;
+  if (consumer > 0) {
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) st_shared(sm.handoff(consumer, i, t), __float_as_uint(o[i]));
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      st_shared(sm.handoff(consumer, D / 2 + r, t), __float_as_uint(m[r]));
+      st_shared(sm.handoff(consumer, D / 2 + 2 + r, t), __float_as_uint(l[r]));
+    }
+    named_arrive_threads(kBarrier, 128 * C);
+    return false;
+  }
+  named_sync_threads(kBarrier, 128 * C);
+#pragma unroll
+  for (int c = 1; c < C; ++c) {
+    float mine[2], theirs[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float mc = ld_shared_f32(sm.handoff(c, D / 2 + r, t));
+      const float big = fmaxf(m[r], mc);
+      const float base = big == -INFINITY ? 0.f : big;  // neither saw a key: both weights 0, O = 0
+      mine[r] = fast_exp2(m[r] - base);
+      theirs[r] = fast_exp2(mc - base);
+      l[r] = l[r] * mine[r] + ld_shared_f32(sm.handoff(c, D / 2 + 2 + r, t)) * theirs[r];
+      m[r] = big;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i)
+      o[i] = o[i] * mine[(i >> 1) & 1] + ld_shared_f32(sm.handoff(c, i, t)) * theirs[(i >> 1) & 1];
+  }
+  return true;
+}
+
 // Per tile j, in one turn of the pingpong: issue S_j = Q.K_j^T and O += P_{j-1}.V_{j-1}; then, while the
 // second runs, the softmax of S_j; then rescale O and turn S_j into the fragments P_j. Tile 0 (no P.V
 // yet) and the last P.V are peeled off the loop: wgmma issues and waits under a condition make ptxas
-// serialise every wgmma (C7518, "compiler-inserted WG.DP in divergent path"). A warpgroup whose rows
-// need fewer tiles than the item (the causal diagonal, rows past seqlen_q) skips the turns of the others
-// (at D=64, 192-row items, L=512: a quarter of the causal work, a ninth of the non-causal). `tiles` is
+// serialise every wgmma (C7518, "compiler-inserted WG.DP in divergent path"). With a row split, a
+// warpgroup whose rows need fewer tiles than the item (the causal diagonal, rows past seqlen_q) skips
+// the turns of the others (at D=64, 192-row items, L=512: a quarter of the causal work, a ninth of the
+// non-causal); with split_keys the turns follow the tiles, each taken by the tile's consumer. `tiles` is
 // the ring position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last
-// tile, whose turn the last consumer keeps (consumer 0 never waits for it).
+// tile, whose turn its consumer keeps (no one waits for it).
 template <typename T, int kIndex, typename Epilogue>
 __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const Work& w, int consumer,
                              const Smem<kIndex>& sm, Epilogue& epilogue, int iter, int tiles, bool last_turn) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
-  constexpr int D = kCfg.head_dim, BN = kCfg.block_n, kStages = kCfg.stages;
+  constexpr int D = kCfg.head_dim, BN = kCfg.block_n, kStages = kCfg.stages, C = kCfg.consumers;
+  constexpr bool kSplitKeys = kCfg.split_keys;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  const int row0 = w.q0 + 64 * consumer;               // the warpgroup's first query row
+  const int rows_at = kSplitKeys ? 0 : 64 * consumer;  // the warpgroup's rows within the item
+  const int row0 = w.q0 + rows_at;                      // the warpgroup's first query row
   const int row_lo = row0 + 16 * warp + lane / 4;      // the thread's rows: row_lo, row_lo + 8
   const int key0 = w.t0 * BN;                          // the item's first key
   const int q_buf = iter % TileConfig::kQBuffers;
-  const uint64_t q_desc = q_desc_of(sm.q(q_buf) + consumer * 64 * 128);  // its 64 rows of each 64-column block
-  const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % kCfg.consumers;
-  const int my_tiles = warpgroup_tiles(p, w, row0, BN);
-  // Whether the turn of the item's tile j is the CTA's last, which the last consumer keeps.
-  const auto keep = [&](int j) { return consumer == kCfg.consumers - 1 && last_turn && j + 1 == w.n_tiles; };
+  const uint64_t q_desc = q_desc_of(sm.q(q_buf) + rows_at * 128);  // its 64 rows of each 64-column block
+  const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % C;
+  const TileRun run = kSplitKeys ? TileRun{consumer, C, w.n_tiles > consumer ? (w.n_tiles - consumer + C - 1) / C : 0}
+                                 : TileRun{0, 1, warpgroup_tiles(p, w, row0, BN)};
+  // Whether the turn of the item's tile j is the CTA's last, which its consumer keeps.
+  const auto keep = [&](int j) { return (kSplitKeys || consumer == C - 1) && last_turn && j + 1 == w.n_tiles; };
 
   float o[D / 2];
 #pragma unroll
@@ -288,51 +353,61 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[BN / 16][4];
-  if (my_tiles == 0) {
+  if (run.count == 0) {
     epilogue.first_s_done(sm);
-    for (int j = 0; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
+    if constexpr (!kSplitKeys) {
+      for (int j = 0; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
+    } else if (!hand_over<kIndex>(sm, consumer, o, m, l)) {
+      return;
+    }
     epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
     return;
   }
 
-  // Tile 0: S_0 alone.
+  // The first tile: its S alone.
+  int c = tiles + run.tile(0);  // ring position of the tile
   named_sync(my_turn);
-  mbar_wait(sm.k_full(tiles % kStages), (tiles / kStages) & 1);
+  mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
-  issue_qk<T, kIndex>(sc, q_desc, sm.k(tiles % kStages));
-  if (!keep(0)) named_arrive(next_turn);
+  issue_qk<T, kIndex>(sc, q_desc, sm.k(c % kStages));
+  if (!keep(run.tile(0))) named_arrive(next_turn);
   wgmma_wait<0>();
-  mbar_arrive(sm.k_empty(tiles % kStages));
+  mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
-  scores_to_probs<BN>(sc, p, key0, row0, row_lo, lane, m, l, alpha);
+  scores_to_probs<BN>(sc, p, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
-  for (int it = 1; it < my_tiles; ++it) {
-    const int c = tiles + it, s = c % kStages, prev = (c - 1) % kStages;
+  for (int k = 1; k < run.count; ++k) {
+    const int j = run.tile(k), prev = c % kStages, prev_phase = (c / kStages) & 1;
+    c = tiles + j;
+    const int s = c % kStages;
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
     issue_qk<T, kIndex>(sc, q_desc, sm.k(s));
-    mbar_wait(sm.v_full(prev), ((c - 1) / kStages) & 1);
+    mbar_wait(sm.v_full(prev), prev_phase);
     issue_pv<T, kIndex>(o, pa, sm.v(prev));
-    if (!keep(it)) named_arrive(next_turn);
+    if (!keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    scores_to_probs<BN>(sc, p, key0 + it * BN, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs<BN>(sc, p, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.v_empty(prev));
     rescale_o<D>(o, alpha);
     to_fragments<T, BN>(sc, pa);
   }
 
-  const int last = (tiles + my_tiles - 1) % kStages;
-  mbar_wait(sm.v_full(last), ((tiles + my_tiles - 1) / kStages) & 1);
+  mbar_wait(sm.v_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
-  issue_pv<T, kIndex>(o, pa, sm.v(last));
+  issue_pv<T, kIndex>(o, pa, sm.v(c % kStages));
   wgmma_wait<0>();
-  mbar_arrive(sm.v_empty(last));
-  // After the last P.V: a skipped turn waits for its tile, whose load may need this one's V released.
-  for (int j = my_tiles; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
+  mbar_arrive(sm.v_empty(c % kStages));
+  if constexpr (kSplitKeys) {
+    if (!hand_over<kIndex>(sm, consumer, o, m, l)) return;
+  } else {
+    // After the last P.V: a skipped turn waits for its tile, whose load may need this one's V released.
+    for (int j = run.count; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
+  }
   epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
 }
 
@@ -380,8 +455,11 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     for (int s = 0; s < kCfg.stages; ++s) {
       mbar_init(sm.k_full(s), 1);
       mbar_init(sm.v_full(s), 1);
-      mbar_init(sm.k_empty(s), kCfg.consumers * 128);  // every consumer thread releases a stage
-      mbar_init(sm.v_empty(s), kCfg.consumers * 128);
+      // Every thread of the consumers that compute a tile releases its stage: all of them with a row
+      // split, the tile's own consumer with split_keys.
+      constexpr int kReleases = (kCfg.split_keys ? 1 : kCfg.consumers) * 128;
+      mbar_init(sm.k_empty(s), kReleases);
+      mbar_init(sm.v_empty(s), kReleases);
     }
     mbar_init(sm.merge_full(), 1);
     mbar_init_fence();

@@ -91,30 +91,33 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
   const int64_t items = work_items(p, cfg.block_m());
-  if (splits > 1) {
-    auto* kernel = attention_kernel<T, kIndex, SplitSchedule<kIndex>, MergeEpilogue<T, kIndex>>;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    // Clusters wait for a GPC with `splits` free SMs: fewer splits when the clusters would not all fit
-    // at once (the part's GPCs decide that, not only its SM count).
-    for (; splits > 1; splits /= 2) {
-      int fit = 0;
-      err = cluster_capacity<T, kIndex>(device, splits, &fit);
-      if (err != cudaSuccess) return err;
-      if (items <= fit) break;
-    }
+  if constexpr (!cfg.split_keys) {  // split_keys rows are not split over clusters
     if (splits > 1) {
-      cudaLaunchAttribute cluster;
-      const cudaLaunchConfig_t config = cluster_launch(cluster, splits, items * splits, cfg.threads(), smem, stream);
-      err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, p);
-      return err == cudaSuccess ? cudaGetLastError() : err;
+      auto* kernel = attention_kernel<T, kIndex, SplitSchedule<kIndex>, MergeEpilogue<T, kIndex>>;
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      if (err != cudaSuccess) return err;
+      // Clusters wait for a GPC with `splits` free SMs: fewer splits when the clusters would not all fit
+      // at once (the part's GPCs decide that, not only its SM count).
+      for (; splits > 1; splits /= 2) {
+        int fit = 0;
+        err = cluster_capacity<T, kIndex>(device, splits, &fit);
+        if (err != cudaSuccess) return err;
+        if (items <= fit) break;
+      }
+      if (splits > 1) {
+        cudaLaunchAttribute cluster;
+        const cudaLaunchConfig_t config = cluster_launch(cluster, splits, items * splits, cfg.threads(), smem, stream);
+        err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, p);
+        return err == cudaSuccess ? cudaGetLastError() : err;
+      }
     }
   }
   auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex>, StoreEpilogue<T, kIndex>>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   // One CTA per SM fits (shared memory and registers); the grid is persistent, at most one CTA per SM.
-  const int64_t grid = std::min<int64_t>(items, sms);
+  // A split_keys row takes one item per CTA (its consumers hand over through one shared-memory area).
+  const int64_t grid = cfg.split_keys ? items : std::min<int64_t>(items, sms);
   kernel<<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p);
   return cudaGetLastError();
 }

@@ -8,8 +8,9 @@
 namespace evosdpa::detail::wgmma_sm90 {
 
 // The Q ring, the K ring, the V ring (each tile D/64 blocks of [rows x 64 columns], 1024-byte
-// aligned), then the mbarriers, then a split item's row statistics; a split item's partial O goes over
-// the K/V ring at the end.
+// aligned), then the mbarriers, then a split item's row statistics, the Work of each Q buffer's item and
+// (split_keys rows) the partial results the consumers hand over; a split item's partial O goes over the
+// K/V ring at the end.
 template <int kIndex>
 struct Smem {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
@@ -19,6 +20,8 @@ struct Smem {
   static constexpr int kBarriers = kCfg.barrier_offset();
   static constexpr int kStats = kCfg.stats_offset();
   static constexpr int kWork = kCfg.work_offset();
+  static constexpr int kHandoff = kCfg.handoff_offset();
+  static constexpr int kHandoffFloats = kCfg.handoff_floats();
   static constexpr int kBlockM = kCfg.block_m();
   static constexpr int kPartialRow = kCfg.partial_row_bytes();
   static constexpr int kDBlocks = kCfg.d_blocks();
@@ -38,6 +41,10 @@ struct Smem {
   // Field f (q0, head, batch, t0, n_tiles) of the Work of the item whose Q is in `buffer`.
   __device__ uint32_t work(int buffer, int f) const { return base + kWork + 32 * buffer + 4 * f; }
   __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
+  // split_keys: float f of thread t's hand-over from consumer c >= 1 (a warp's 32 floats are consecutive).
+  __device__ uint32_t handoff(int c, int f, int t) const {
+    return base + kHandoff + 4 * (((c - 1) * kHandoffFloats + f) * 128 + t);
+  }
 };
 
 }  // namespace evosdpa::detail::wgmma_sm90
