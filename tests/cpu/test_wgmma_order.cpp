@@ -99,17 +99,6 @@ TEST(WgmmaRows, LessThanAWaveOfSmallItemsSplitsKeysInTheCta) {
     // 256 items of 64 rows are more than a wave: never split_keys, which takes one item per CTA.
     EXPECT_FALSE(kConfigs[choose_config(d, 16, 1024, 1024, false, 132).row].split_keys) << d;
   }
-  // Whatever the call, a split_keys row has all its items in one wave and no cluster.
-  for (int d : {64, 128})
-    for (int64_t bh : {1, 3, 8, 40, 200})
-      for (int64_t lq : {1, 100, 512, 1000, 5000})
-        for (int64_t lk : {0, 1, 129, 512, 4096})
-          for (int sms : {1, 8, 78, 132}) {
-            const Choice ch = choose_config(d, bh, lq, lk, lq % 2 == 0, sms);
-            if (!kConfigs[ch.row].split_keys) continue;
-            EXPECT_LE((lq + 63) / 64 * bh, sms);
-            EXPECT_EQ(ch.splits, 1);
-          }
 }
 
 TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
@@ -127,7 +116,8 @@ TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
   EXPECT_EQ(choose_config(64, 1, 64, 0, false, 132).splits, 1);
   EXPECT_EQ(choose_config(128, 1, 100, 1 << 20, false, 132).splits, kMaxSplits);
   // Whatever the call, the clusters hold no more CTAs than SMs, splits is a power of two up to
-  // kMaxSplits, and it survives the trip through KernelFamily's variant.
+  // kMaxSplits, and it survives the trip through KernelFamily's variant; a split_keys row has all its
+  // items (64 rows) in one wave and no cluster.
   for (int d : {64, 128})
     for (int64_t bh : {1, 3, 8, 40, 200})
       for (int64_t lq : {1, 100, 512, 1000, 5000})
@@ -138,6 +128,10 @@ TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
             const int64_t bm = kConfigs[ch.row].block_m();
             const int64_t tiles = (lk + kConfigs[ch.row].block_n - 1) / kConfigs[ch.row].block_n;
             EXPECT_TRUE(ch.splits == 1 || ch.splits == 2 || ch.splits == 4 || ch.splits == 8);
+            if (kConfigs[ch.row].split_keys) {
+              EXPECT_LE((lq + 63) / 64 * bh, sms);
+              EXPECT_EQ(ch.splits, 1);
+            }
             if (ch.splits > 1) {
               EXPECT_LE((lq + bm - 1) / bm * bh * ch.splits, ch.splits >= 4 ? sms - sms / 8 : sms);
               EXPECT_LE(ch.splits * evosdpa::detail::wgmma_sm90::kMinTilesPerSplit, tiles);

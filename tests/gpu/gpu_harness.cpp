@@ -2,7 +2,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <stdexcept>
 
 using namespace evosdpa::host;
@@ -108,6 +111,24 @@ std::vector<float> DeviceProblem::lse() const {
   if (!host.empty() && cudaMemcpy(host.data(), lse_.ptr, host.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
     throw std::runtime_error("download failed");
   return host;
+}
+
+uint64_t run_seed() {
+  static const uint64_t seed = [] {
+    const uint64_t s = evosdpa::host::base_seed();
+    std::printf("EVOSDPA_TEST_SEED=%llu (set it to replay this run's inputs)\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+const evosdpa::host::Expected& expected_for(const test_cases::KCase& c) {
+  static std::map<std::string, std::unique_ptr<evosdpa::host::Expected>> cache;
+  auto& slot = cache[test_cases::describe(c)];
+  if (!slot)
+    slot = std::make_unique<evosdpa::host::Expected>(evosdpa::host::make_expected(
+        c.s, c.dtype, c.qk_sigma, c.row_step, evosdpa::host::case_seed(run_seed(), test_cases::describe(c))));
+  return *slot;
 }
 
 }  // namespace gpu_test

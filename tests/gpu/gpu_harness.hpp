@@ -10,9 +10,17 @@
 
 #include "common/cases.hpp"
 #include "evosdpa/evosdpa.hpp"
+#include "host/accuracy_check.hpp"
 #include "host/cpu_reference.hpp"
 
 namespace gpu_test {
+
+// The run's base seed (printed once; EVOSDPA_TEST_SEED replays it); every case derives its own from it
+// and its name.
+uint64_t run_seed();
+// The float64 results of a case of the shape set, computed once and shared by every kernel and row
+// tested on it.
+const evosdpa::host::Expected& expected_for(const test_cases::KCase& c);
 
 #define CUDA_OK(expr)                                                                   \
   do {                                                                                  \

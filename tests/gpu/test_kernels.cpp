@@ -5,9 +5,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <map>
-#include <memory>
-#include <cstdio>
 #include <random>
 
 #include "common/cases.hpp"
@@ -19,26 +16,6 @@ using namespace gpu_test;
 using namespace test_cases;
 
 namespace {
-
-// The run's base seed; every case derives its own from it and its name (EVOSDPA_TEST_SEED replays).
-uint64_t run_seed() {
-  static const uint64_t seed = [] {
-    const uint64_t s = base_seed();
-    std::printf("EVOSDPA_TEST_SEED=%llu (set it to replay this run's inputs)\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
-
-// CPU results are shared by the kernels tested on the same case.
-const Expected& expected_for(const KCase& c) {
-  static std::map<std::string, std::unique_ptr<Expected>> cache;
-  auto& slot = cache[describe(c)];
-  if (!slot)
-    slot = std::make_unique<Expected>(
-        make_expected(c.s, c.dtype, c.qk_sigma, c.row_step, case_seed(run_seed(), describe(c))));
-  return *slot;
-}
 
 class KernelVsCpu : public ::testing::TestWithParam<std::tuple<std::string, KCase>> {};
 
