@@ -16,10 +16,34 @@ namespace {
 using evosdpa::detail::wgmma_sm90::BlockOfHead;
 using evosdpa::detail::wgmma_sm90::Choice;
 using evosdpa::detail::wgmma_sm90::choose_config;
-using evosdpa::detail::wgmma_sm90::item_order;
+using evosdpa::detail::wgmma_sm90::FastDiv;
+using evosdpa::detail::wgmma_sm90::ItemOrder;
 using evosdpa::detail::wgmma_sm90::kConfigs;
 using evosdpa::detail::wgmma_sm90::kMaxSplits;
 using evosdpa::detail::wgmma_sm90::row_of;
+
+// The launch's divisors (fast_div.hpp) against / and %: every divisor up to 4096 and powers of two up to
+// 2^30 and their neighbours, on dividends near 0, near multiples of the divisor and near 2^31.
+TEST(FastDiv, MatchesIntegerDivision) {
+  std::vector<int> divisors;
+  for (int d = 1; d <= 4096; ++d) divisors.push_back(d);
+  for (int s = 12; s <= 30; ++s)
+    for (int delta : {-1, 0, 1}) divisors.push_back((1 << s) + delta);
+  divisors.push_back(2147483647);
+  for (int d : divisors) {
+    const FastDiv f(d);
+    ASSERT_EQ(f.divisor(), d);
+    std::vector<int64_t> ns = {0, 1, 2, 3, 2147483646, 2147483647};
+    for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{1000}, int64_t{2147483647} / d})
+      for (int64_t delta : {-1, 0, 1}) ns.push_back(k * d + delta);
+    for (int64_t n : ns) {
+      if (n < 0 || n > 2147483647) continue;
+      const int ni = static_cast<int>(n);
+      ASSERT_EQ(f.div(ni), ni / d) << ni << " / " << d;
+      ASSERT_EQ(f.mod(ni), ni % d) << ni << " % " << d;
+    }
+  }
+}
 
 TEST(WgmmaOrder, EveryItemExactlyOnce) {
   for (bool causal : {false, true})
@@ -29,8 +53,9 @@ TEST(WgmmaOrder, EveryItemExactlyOnce) {
           const int count = q_blocks * heads;
           if (grid > count) continue;  // the launch keeps the grid no larger than the item count
           std::vector<int> seen(count, 0);
+          const ItemOrder order(q_blocks, heads, grid, causal);
           for (int i = 0; i < count; ++i) {
-            const BlockOfHead at = item_order(i, q_blocks, heads, grid, causal);
+            const BlockOfHead at = order(i);
             ASSERT_GE(at.qb, 0);
             ASSERT_LT(at.qb, q_blocks);
             ASSERT_GE(at.bh, 0);
@@ -51,10 +76,9 @@ double balance(int64_t batch, int64_t heads, int64_t seqlen, int head_dim) {
   const int count = q_blocks * static_cast<int>(batch * heads);
   const int grid = std::min(count, 132);
   std::vector<int64_t> load(grid, 0);
+  const ItemOrder order(q_blocks, static_cast<int>(batch * heads), grid, true);
   for (int i = 0; i < count; ++i) {
-    const int64_t keys = std::min<int64_t>((item_order(i, q_blocks, static_cast<int>(batch * heads), grid, true).qb + 1) *
-                                               int64_t{bm},
-                                           seqlen);
+    const int64_t keys = std::min<int64_t>((order(i).qb + 1) * int64_t{bm}, seqlen);
     load[i % grid] += (keys + bn - 1) / bn;
   }
   int64_t total = 0;

@@ -36,12 +36,12 @@ namespace evosdpa::detail::wgmma_sm90 {
 // Q of the CTA's item `iter` into buffer iter % kQBuffers, once the consumers have released it (its
 // previous use, kQBuffers items earlier, is done), and the item's Work beside it: the consumers read it
 // once q_full completes (the arrival releases the stores), instead of each computing the item (the causal
-// order's divisions on their critical path between items).
+// order's arithmetic on their critical path between items). Returns the Work for the producer's loop.
 template <int kIndex, typename Schedule>
-__device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm,
-                                       int iter) {
+__device__ __forceinline__ Work load_q(const CUtensorMap* tq, const KernelParams& p, const Geometry& g,
+                                       const Smem<kIndex>& sm, int iter) {
   constexpr int kBuffers = TileConfig::kQBuffers;
-  const Work w = Schedule::item(p, iter);
+  const Work w = Schedule::item(p, g, iter);
   const int buf = iter % kBuffers;
   if (iter >= kBuffers) mbar_wait(sm.q_empty(buf), (iter / kBuffers - 1) & 1);
   const int fields[5] = {w.q0, w.head, w.batch, w.t0, w.n_tiles};
@@ -49,29 +49,34 @@ __device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams
   mbar_expect_tx(sm.q_full(buf), Smem<kIndex>::kQBytes);
   for (int b = 0; b < Smem<kIndex>::kDBlocks; ++b)
     tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), 64 * b, w.q0, w.head, w.batch);
+  return w;
 }
 
 // For each work item: its K and V tiles through the ring, whose position carries on from one item to the
-// next, and the Q of the item kQBuffers - 1 ahead.
+// next, and the Q of the next item. Each item's Work is computed once, by its load_q: the first K tile
+// goes out right after the first Q (a clock64 trace at (1,8,512,64) had ~1,350 cycles between them when
+// the loop computed the item again and divided by the query group).
 template <int kIndex, typename Schedule>
 __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const KernelParams& p,
-                        const Smem<kIndex>& sm) {
+                        const Geometry& g, const Smem<kIndex>& sm) {
   using S = Smem<kIndex>;
   constexpr TileConfig kCfg = kConfigs[kIndex];
-  constexpr int kAhead = TileConfig::kQBuffers - 1;
+  static_assert(TileConfig::kQBuffers == 2, "the loop keeps the Work of one item ahead");
   constexpr int kBlockBytes = kCfg.block_n * 128;  // one 64-column block of a K or V tile
   int tiles = 0;                                   // K/V tiles loaded so far
-  const int items = Schedule::items(p);
-  for (int iter = 0; iter < min(kAhead, items); ++iter) load_q<kIndex, Schedule>(tq, p, sm, iter);
+  const int items = Schedule::items(g);
+  if (items == 0) return;
+  Work next = load_q<kIndex, Schedule>(tq, p, g, sm, 0);
   for (int iter = 0; iter < items; ++iter) {
-    const Work w = Schedule::item(p, iter);
+    const Work w = next;
+    const bool ahead = iter + 1 < items;
     // The next Q waits for its buffer, which the epilogue releases after this item's first S GEMM. It goes
     // after the loads of the tile that reuses no stage of this item (tile stages - 1, or the last): any
     // later tile waits for tile 0's stage, freed after that GEMM anyway. Issued after tile 0, it held
     // tile 1 back by a load latency per item (clock64 trace at D=64 L=512: ~2,800 cycles in ~21,000).
     const int q_after = min(kCfg.stages, w.n_tiles) - 1;
-    if (w.n_tiles == 0 && iter + kAhead < items) load_q<kIndex, Schedule>(tq, p, sm, iter + kAhead);
-    const int kv_head = w.head / p.kv_group;
+    if (w.n_tiles == 0 && ahead) next = load_q<kIndex, Schedule>(tq, p, g, sm, iter + 1);
+    const int kv_head = g.kv_group.div(w.head);
     const auto load_k = [&](int t) {
       const int c = tiles + t, s = c % kCfg.stages;  // ring position and stage
       if (c >= kCfg.stages) mbar_wait(sm.k_empty(s), (c / kCfg.stages - 1) & 1);  // the phase that freed s
@@ -95,7 +100,7 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
       if (t < w.n_tiles) load_k(t);
       if (t < kVLag) continue;
       load_v(t - kVLag);
-      if (t - kVLag == q_after && iter + kAhead < items) load_q<kIndex, Schedule>(tq, p, sm, iter + kAhead);
+      if (t - kVLag == q_after && ahead) next = load_q<kIndex, Schedule>(tq, p, g, sm, iter + 1);
     }
     tiles += w.n_tiles;
   }
@@ -415,14 +420,15 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
 
 // The consumer warpgroup's work items, with the ring position and the pingpong carried across them.
 template <typename T, int kIndex, typename Schedule, typename Epilogue>
-__device__ void consume(const KernelParams& p, const CUtensorMap* to, int consumer, const Smem<kIndex>& sm) {
-  const int items = Schedule::items(p);
+__device__ void consume(const KernelParams& p, const Geometry& g, const CUtensorMap* to, int consumer,
+                        const Smem<kIndex>& sm) {
+  const int items = Schedule::items(g);
   Epilogue epilogue;
   // The CTA's last item with tiles holds the last turn, which is kept. Searched from the end: summing
   // every item's tiles first held the consumers back from their first item (causal D=64 L=512-1024,
   // ~31 items per CTA: 4% of the run).
   int last = items - 1;
-  while (last >= 0 && Schedule::item(p, last).n_tiles == 0) --last;
+  while (last >= 0 && Schedule::item(p, g, last).n_tiles == 0) --last;
   if (last >= 0 && consumer == kConfigs[kIndex].consumers - 1) named_arrive(1);  // consumer 0 takes the first turn
   int tiles = 0;
   for (int iter = 0; iter < items; ++iter) {
@@ -441,7 +447,7 @@ template <typename T, int kIndex, typename Schedule, typename Epilogue>
 __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
-                     const KernelParams p) {
+                     const KernelParams p, const __grid_constant__ Geometry geo) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
   extern __shared__ uint8_t smem_raw[];
   const Smem<kIndex> sm{(smem_addr(smem_raw) + 1023u) & ~1023u};  // the 128B swizzle repeats every 1024 bytes
@@ -472,11 +478,11 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
     regs_release<kCfg.producer_regs>();
-    if (threadIdx.x == 0) produce<kIndex, Schedule>(&tm_q, &tm_k, &tm_v, p, sm);
+    if (threadIdx.x == 0) produce<kIndex, Schedule>(&tm_q, &tm_k, &tm_v, p, geo, sm);
     Epilogue().idle();
   } else {
     regs_claim<kCfg.consumer_regs>();
-    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, wg - 1, sm);
+    consume<T, kIndex, Schedule, Epilogue>(p, geo, &tm_o, wg - 1, sm);
   }
 }
 

@@ -107,7 +107,8 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
       if (splits > 1) {
         cudaLaunchAttribute cluster;
         const cudaLaunchConfig_t config = cluster_launch(cluster, splits, items * splits, cfg.threads(), smem, stream);
-        err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, p);
+        const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(items * splits));
+        err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, p, geo);
         return err == cudaSuccess ? cudaGetLastError() : err;
       }
     }
@@ -118,7 +119,8 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   // One CTA per SM fits (shared memory and registers); the grid is persistent, at most one CTA per SM.
   // A split_keys row takes one item per CTA (its consumers hand over through one shared-memory area).
   const int64_t grid = cfg.split_keys ? items : std::min<int64_t>(items, sms);
-  kernel<<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p);
+  const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(grid));
+  kernel<<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p, geo);
   return cudaGetLastError();
 }
 

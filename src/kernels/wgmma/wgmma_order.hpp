@@ -13,11 +13,7 @@
 //    these, the shortest whole-length items, come last.
 #pragma once
 
-#if defined(__CUDACC__)
-#define EVOSDPA_HOST_DEVICE __host__ __device__
-#else
-#define EVOSDPA_HOST_DEVICE
-#endif
+#include "kernels/wgmma/fast_div.hpp"
 
 namespace evosdpa::detail::wgmma_sm90 {
 
@@ -25,18 +21,36 @@ struct BlockOfHead {
   int qb, bh;
 };
 
-// q_blocks * heads items (< 2^31), grid >= 1.
-EVOSDPA_HOST_DEVICE inline BlockOfHead item_order(int index, int q_blocks, int heads, int grid, bool causal) {
-  if (!causal) return {index % q_blocks, index / q_blocks};
-  const int per_head = q_blocks / 2;
-  const int pairs = heads * per_head;
-  if (index >= 2 * pairs) return {q_blocks / 2, index - 2 * pairs};  // the middle blocks of an odd count
-  const int round = index / (2 * grid), within = index % (2 * grid);
-  const int in_round = pairs - round * grid < grid ? pairs - round * grid : grid;  // the last may hold fewer
-  const bool is_long = within < in_round;
-  const int pair = round * grid + (is_long ? within : within - in_round);
-  const int p = pair % per_head;
-  return {is_long ? q_blocks - 1 - p : p, pair / per_head};
-}
+// q_blocks * heads items (< 2^31), grid >= 1. The divisors are the launch's, built once on the host
+// (fast_div.hpp): a CTA computes its items with multiplications only.
+class ItemOrder {
+ public:
+  ItemOrder() = default;
+  EVOSDPA_HOST_DEVICE ItemOrder(int q_blocks, int heads, int grid, bool causal)
+      : q_blocks_(q_blocks), per_head_(q_blocks / 2), round_(2 * grid), heads_(heads), grid_(grid), causal_(causal) {}
+
+  EVOSDPA_HOST_DEVICE BlockOfHead operator()(int index) const {
+    if (!causal_) {
+      const int bh = q_blocks_.div(index);
+      return {index - bh * q_blocks_.divisor(), bh};
+    }
+    const int per_head = per_head_.divisor();
+    const int pairs = heads_ * per_head;
+    if (index >= 2 * pairs) return {q_blocks_.divisor() / 2, index - 2 * pairs};  // the middle blocks of an odd count
+    const int round = round_.div(index), within = index - round * round_.divisor();
+    const int in_round = pairs - round * grid_ < grid_ ? pairs - round * grid_ : grid_;  // the last may hold fewer
+    const bool is_long = within < in_round;
+    const int pair = round * grid_ + (is_long ? within : within - in_round);
+    const int head = per_head_.div(pair), p = pair - head * per_head;
+    return {is_long ? q_blocks_.divisor() - 1 - p : p, head};
+  }
+
+ private:
+  FastDiv q_blocks_;  // query blocks per head
+  FastDiv per_head_;  // causal pairs per head (0 with a single block: never divided by then)
+  FastDiv round_;     // items per round of the causal order: G long members, then G short ones
+  int heads_ = 1, grid_ = 1;
+  bool causal_ = false;
+};
 
 }  // namespace evosdpa::detail::wgmma_sm90

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/kernel_params.hpp"
+#include "kernels/wgmma/fast_div.hpp"
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_order.hpp"
@@ -25,19 +26,37 @@ struct Work {
   int q0, head, batch, t0, n_tiles;
 };
 
-template <int kIndex>
-__device__ __forceinline__ int q_blocks(const KernelParams& p) {
-  return (p.seqlen_q + Shape<kIndex>::kBlockM - 1) / Shape<kIndex>::kBlockM;
-}
+// The launch's divisors, found once on the host and passed as a kernel parameter (fast_div.hpp): the
+// schedules and the producer divide by nothing else.
+struct Geometry {
+  ItemOrder order;   // the persistent grid's item order
+  FastDiv q_blocks;  // query blocks of block_m rows per head
+  FastDiv heads_q;   // flattened head -> (batch, head)
+  FastDiv kv_group;  // query head -> K/V head
+  FastDiv grid;      // CTAs of the launch
+  int items;         // q_blocks * batch * heads_q
+
+  static Geometry of(const KernelParams& p, int block_m, int grid) {
+    Geometry g;
+    const int q_blocks = (p.seqlen_q + block_m - 1) / block_m;
+    g.items = q_blocks * p.batch * p.heads_q;
+    g.order = ItemOrder(q_blocks, p.batch * p.heads_q, grid, p.causal != 0);
+    g.q_blocks = FastDiv(q_blocks);
+    g.heads_q = FastDiv(p.heads_q);
+    g.kv_group = FastDiv(p.kv_group);
+    g.grid = FastDiv(grid);
+    return g;
+  }
+};
 
 // Query block qb of flattened head bh, with all the tiles its rows see.
 template <int kIndex>
-__device__ __forceinline__ Work whole_item(const KernelParams& p, BlockOfHead at) {
+__device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry& g, BlockOfHead at) {
   constexpr int BM = Shape<kIndex>::kBlockM, BN = kConfigs[kIndex].block_n;
   Work w;
   w.q0 = at.qb * BM;
-  w.head = at.bh % p.heads_q;
-  w.batch = at.bh / p.heads_q;
+  w.batch = g.heads_q.div(at.bh);
+  w.head = at.bh - w.batch * p.heads_q;
   w.t0 = 0;
   int keys = p.seqlen_k;
   if (p.causal) keys = min(keys, max(0, min(w.q0 + BM, p.seqlen_q) + p.causal_offset));
@@ -49,14 +68,13 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, BlockOfHead at
 // no larger than the item count.
 template <int kIndex>
 struct PersistentSchedule {
-  static __device__ __forceinline__ int items(const KernelParams& p) {
-    const int count = q_blocks<kIndex>(p) * p.batch * p.heads_q, g = gridDim.x;
-    return count / g + (static_cast<int>(blockIdx.x) < count % g ? 1 : 0);
+  static __device__ __forceinline__ int items(const Geometry& g) {
+    const int rounds = g.grid.div(g.items);
+    return rounds + (static_cast<int>(blockIdx.x) < g.items - rounds * g.grid.divisor() ? 1 : 0);
   }
-  static __device__ __forceinline__ Work item(const KernelParams& p, int iter) {
+  static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int iter) {
     const int index = iter * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
-    return whole_item<kIndex>(
-        p, item_order(index, q_blocks<kIndex>(p), p.batch * p.heads_q, static_cast<int>(gridDim.x), p.causal != 0));
+    return whole_item<kIndex>(p, g, g.order(index));
   }
 };
 
@@ -64,11 +82,11 @@ struct PersistentSchedule {
 // near-equal runs of the item's tiles (some may be empty, causal rows near the top).
 template <int kIndex>
 struct SplitSchedule {
-  static __device__ __forceinline__ int items(const KernelParams&) { return 1; }
-  static __device__ __forceinline__ Work item(const KernelParams& p, int) {
+  static __device__ __forceinline__ int items(const Geometry&) { return 1; }
+  static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int) {
     const int n = static_cast<int>(cluster_size()), r = static_cast<int>(cluster_rank());
-    const int index = static_cast<int>(blockIdx.x) / n, qb = q_blocks<kIndex>(p);
-    Work w = whole_item<kIndex>(p, {index % qb, index / qb});
+    const int index = static_cast<int>(blockIdx.x) / n, bh = g.q_blocks.div(index);
+    Work w = whole_item<kIndex>(p, g, {index - bh * g.q_blocks.divisor(), bh});
     const int tiles = w.n_tiles;
     w.t0 = r * tiles / n;
     w.n_tiles = (r + 1) * tiles / n - w.t0;
