@@ -77,7 +77,9 @@ Check check_pointers(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const bool no_kv = p.batch == 0 || p.heads_kv == 0 || p.seqlen_k == 0;
   const std::pair<const char*, const void*> ptrs[] = {
       {"q", no_q ? nullptr : p.q}, {"k", no_kv ? nullptr : p.k}, {"v", no_kv ? nullptr : p.v},
-      {"o", no_q ? nullptr : p.o}, {"lse", no_q ? nullptr : p.lse}};
+      {"o", no_q ? nullptr : p.o}, {"lse", no_q ? nullptr : p.lse},
+      {"q_descale", no_q ? nullptr : p.q_descale}, {"k_descale", no_q || no_kv ? nullptr : p.k_descale},
+      {"v_descale", no_q || no_kv ? nullptr : p.v_descale}};
   for (const auto& [name, ptr] : ptrs)
     if (Check c = check_pointer(name, ptr, dev); !c.ok()) return c;
   return {};
@@ -130,6 +132,7 @@ size_t evosdpa_dtype_size(evosdpa_dtype_t dtype) {
   switch (dtype) {
     case EVOSDPA_DTYPE_FLOAT16: return 2;
     case EVOSDPA_DTYPE_BFLOAT16: return 2;
+    case EVOSDPA_DTYPE_FLOAT8_E4M3: return 1;
   }
   return 0;
 }

@@ -37,6 +37,12 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.scale_log2 = static_cast<float>(static_cast<double>(k.scale) * 1.4426950408889634);
   k.causal = p.causal != EVOSDPA_CAUSAL_NONE;
   k.causal_offset = p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT ? static_cast<int>(p.seqlen_k - p.seqlen_q) : 0;
+  k.o_dtype = output_dtype(p);
+  k.q_descale = p.q_descale;
+  k.k_descale = p.k_descale;
+  k.v_descale = p.v_descale;
+  k.descale_batch_stride = p.descale_batch_stride;
+  k.descale_head_stride = p.descale_head_stride;
   return k;
 }
 

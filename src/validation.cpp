@@ -39,7 +39,72 @@ std::string hex(uintptr_t x) {
   return buf;
 }
 
+std::string dtype_string(evosdpa_dtype_t d) {
+  switch (d) {
+    case EVOSDPA_DTYPE_FLOAT16: return "fp16";
+    case EVOSDPA_DTYPE_BFLOAT16: return "bf16";
+    case EVOSDPA_DTYPE_FLOAT8_E4M3: return "fp8_e4m3";
+  }
+  return "dtype " + std::to_string(static_cast<int>(d));
+}
+
+// A descale as a [batch, heads_kv] tensor of floats at the descale strides.
+TensorView descale_view(const char* name, const float* ptr, const evosdpa_params_t& p) {
+  return {name, ptr, {p.batch, p.heads_kv, 1, 1}, {p.descale_batch_stride, p.descale_head_stride, 1, 1}};
+}
+
+std::array<TensorView, 3> descales(const evosdpa_params_t& p) {
+  return {{descale_view("q_descale", p.q_descale, p), descale_view("k_descale", p.k_descale, p),
+           descale_view("v_descale", p.v_descale, p)}};
+}
+
+// The FP8 fields: with FP8 inputs an fp16/bf16 o_dtype and all three descales (float pointers, 4-byte
+// aligned, non-negative strides); with 16-bit inputs none of them, so that a scale meant for FP8 data is
+// never silently ignored.
+Check check_fp8_fields(const evosdpa_params_t& p) {
+  const std::array<TensorView, 3> ds = descales(p);
+  if (p.dtype != EVOSDPA_DTYPE_FLOAT8_E4M3) {
+    if (p.o_dtype != 0 && p.o_dtype != p.dtype)
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
+                  "o_dtype " + std::to_string(static_cast<int>(p.o_dtype)) + " is for FP8 inputs; with " +
+                      dtype_string(p.dtype) + " inputs O has their dtype (leave o_dtype 0)");
+    for (const TensorView& d : ds)
+      if (d.ptr != nullptr)
+        return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(d.name) + " is set but the inputs are " +
+                                                        dtype_string(p.dtype) +
+                                                        ": descales apply to FP8 (EVOSDPA_DTYPE_FLOAT8_E4M3) inputs only");
+    if (p.descale_batch_stride != 0 || p.descale_head_stride != 0)
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "descale strides are set but the inputs are " +
+                                                      dtype_string(p.dtype) + ": they apply to FP8 inputs only");
+    return {};
+  }
+  if (p.o_dtype != EVOSDPA_DTYPE_FLOAT16 && p.o_dtype != EVOSDPA_DTYPE_BFLOAT16)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "o_dtype " + std::to_string(static_cast<int>(p.o_dtype)) +
+                                                    " is not fp16 (0) or bf16 (1): FP8 inputs give an fp16 or bf16 output");
+  if (p.descale_batch_stride < 0 || p.descale_head_stride < 0)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "descale strides are negative (batch " +
+                                                    std::to_string(p.descale_batch_stride) + ", head " +
+                                                    std::to_string(p.descale_head_stride) + ")");
+  for (const TensorView& d : ds) {
+    if (d.ptr == nullptr)
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
+                  std::string(d.name) + " is a null pointer: FP8 inputs need q_descale, k_descale and v_descale "
+                                        "(float32 device memory; a missing scale is not taken as 1)");
+    if (reinterpret_cast<uintptr_t>(d.ptr) % 4 != 0)
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(d.name) + " is not 4-byte aligned");
+    if (!d.empty() && !max_offset(d))
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "descale strides overflow a 64-bit offset");
+  }
+  return {};
+}
+
 }  // namespace
+
+evosdpa_dtype_t output_dtype(const evosdpa_params_t& p) {
+  return p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? p.o_dtype : p.dtype;
+}
+size_t input_elem_bytes(const evosdpa_params_t& p) { return evosdpa_dtype_size(p.dtype); }
+size_t output_elem_bytes(const evosdpa_params_t& p) { return evosdpa_dtype_size(output_dtype(p)); }
 
 const char* const kDimNames[4] = {"batch", "head", "seq", "head_dim"};
 
@@ -88,10 +153,10 @@ bool head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim ==
 bool has_no_queries(const evosdpa_params_t& p) { return p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0; }
 
 Check validate_params(const evosdpa_params_t& p) {
-  const size_t elem = evosdpa_dtype_size(p.dtype);
-  if (elem == 0)
+  if (input_elem_bytes(p) == 0)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
                 "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not an evosdpa_dtype_t value");
+  if (Check c = check_fp8_fields(p); !c.ok()) return c;
   if (p.causal != EVOSDPA_CAUSAL_NONE && p.causal != EVOSDPA_CAUSAL_TOP_LEFT &&
       p.causal != EVOSDPA_CAUSAL_BOTTOM_RIGHT)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
@@ -125,6 +190,7 @@ Check validate_params(const evosdpa_params_t& p) {
 
   const std::array<TensorView, 4> ts = tensors(p);
   for (const TensorView& t : ts) {
+    const size_t elem = &t == &ts[3] ? output_elem_bytes(p) : input_elem_bytes(p);
     for (int d = 0; d < 3; ++d)
       if (t.strides[d] < 0)
         return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " " + kDimNames[d] +
@@ -145,21 +211,24 @@ Check validate_params(const evosdpa_params_t& p) {
   if (p.lse != nullptr && reinterpret_cast<uintptr_t>(p.lse) % 4 != 0)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "lse is not 4-byte aligned");
 
-  // Outputs must not share bytes with the inputs or with each other (byte spans, so an output
-  // interleaved between input elements is refused too).
+  // Outputs must not share bytes with the inputs (the descales included) or with each other (byte spans,
+  // so an output interleaved between input elements is refused too).
+  std::array<std::pair<const char*, ByteSpan>, 6> in_spans{};
+  for (int t = 0; t < 3; ++t) in_spans[t] = {ts[t].name, byte_span(ts[t], input_elem_bytes(p))};
+  const std::array<TensorView, 3> ds = descales(p);
+  for (int t = 0; t < 3; ++t) in_spans[3 + t] = {ds[t].name, byte_span(ds[t], 4)};
   const ByteSpan out_spans[2] = {
-      byte_span(o, elem),
+      byte_span(o, output_elem_bytes(p)),
       has_no_queries(p) || p.lse == nullptr
           ? ByteSpan{}
           : byte_span(TensorView{"lse", p.lse, {p.batch, p.heads_q, p.seqlen_q, 1}, {p.heads_q * p.seqlen_q, p.seqlen_q, 1, 1}}, 4)};
   const char* const out_names[2] = {"o", "lse"};
   for (int i = 0; i < 2; ++i) {
-    for (int t = 0; t < 3; ++t)
-      if (out_spans[i].intersects(byte_span(ts[t], elem)))
+    for (const auto& [name, span] : in_spans)
+      if (out_spans[i].intersects(span))
         return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
                     std::string(out_names[i]) + " (bytes " + hex(out_spans[i].first) + ".." + hex(out_spans[i].last) +
-                        ") overlaps input " + ts[t].name + " (from " + hex(reinterpret_cast<uintptr_t>(ts[t].ptr)) +
-                        "); outputs must not alias inputs");
+                        ") overlaps input " + name + " (from " + hex(span.first) + "); outputs must not alias inputs");
   }
   if (out_spans[0].intersects(out_spans[1]))
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "o and lse overlap");

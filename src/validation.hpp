@@ -47,6 +47,12 @@ struct TensorView {
 };
 // q, k, v, o in that order.
 std::array<TensorView, 4> tensors(const evosdpa_params_t& p);
+// Bytes per element of q, k, v (the dtype) and of o (o_dtype with FP8 inputs, else the dtype); 0 for a
+// value that is not an evosdpa_dtype_t.
+size_t input_elem_bytes(const evosdpa_params_t& p);
+size_t output_elem_bytes(const evosdpa_params_t& p);
+// The element type of o: o_dtype with FP8 inputs, else the inputs' dtype.
+evosdpa_dtype_t output_dtype(const evosdpa_params_t& p);
 extern const char* const kDimNames[4];
 
 // Bytes [first, last] that a tensor's elements span (first > last when it is empty).

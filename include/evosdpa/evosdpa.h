@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define EVOSDPA_VERSION_MAJOR 0
-#define EVOSDPA_VERSION_MINOR 2
+#define EVOSDPA_VERSION_MINOR 3
 #define EVOSDPA_VERSION_PATCH 0
 
 typedef enum evosdpa_status {
@@ -36,7 +36,8 @@ typedef enum evosdpa_status {
 
 typedef enum evosdpa_dtype {
   EVOSDPA_DTYPE_FLOAT16 = 0,
-  EVOSDPA_DTYPE_BFLOAT16 = 1
+  EVOSDPA_DTYPE_BFLOAT16 = 1,
+  EVOSDPA_DTYPE_FLOAT8_E4M3 = 2 /* inputs only (PyTorch float8_e4m3fn: max 448, no infinities), with descales */
 } evosdpa_dtype_t;
 
 /* Bytes per element of a dtype; 0 for a value that is not an evosdpa_dtype_t. */
@@ -64,7 +65,7 @@ typedef enum evosdpa_causal {
  *
  * Q and O are [batch, heads_q, seqlen_q, head_dim]; K and V are [batch, heads_kv, seqlen_k, head_dim].
  * heads_q must be a multiple of heads_kv (grouped-query attention; heads_kv == heads_q is plain MHA).
- * O has the dtype of Q/K/V. lse, when not NULL, receives the float32 natural-log log-sum-exp of the
+ * O has the dtype of Q/K/V (with FP8 inputs: o_dtype, see below). lse, when not NULL, receives the float32 natural-log log-sum-exp of the
  * scaled, masked scores, contiguous [batch, heads_q, seqlen_q].
  *
  * A query row with no key to attend (seqlen_k == 0, or every key masked by a bottom-right causal mask
@@ -74,8 +75,19 @@ typedef enum evosdpa_causal {
  * 0 and negative values included, is used as given; an infinite one is refused.
  *
  * A pointer may be NULL only when its tensor has no elements. The outputs (o over its whole span, lse)
- * must not share a byte with the spans of q, k, v or with each other (INVALID_ARGUMENT otherwise): a
- * kernel writes O while other blocks still read K and V. Inputs may overlap each other freely.
+ * must not share a byte with the spans of q, k, v, the descales or with each other (INVALID_ARGUMENT
+ * otherwise): a kernel writes O while other blocks still read K and V. Inputs may overlap each other freely.
+ *
+ * FP8 inputs (dtype EVOSDPA_DTYPE_FLOAT8_E4M3): q, k and v hold E4M3 values x and the real input is
+ * x * descale, with float32 descales read from device memory at run time (so a CUDA graph replays with
+ * new scales), as FlashAttention-3 and cuDNN define them. q_descale, k_descale and v_descale are all
+ * required (a missing one is INVALID_ARGUMENT, never taken as 1). Each is read at
+ *   descale[b * descale_batch_stride + h_kv * descale_head_stride]
+ * for batch b and key/value head h_kv (a query head's h_kv for q: FlashAttention-3's (batch, heads_kv)
+ * shape), so strides 0 give one scale per tensor. O is o_dtype (EVOSDPA_DTYPE_FLOAT16, the zero default,
+ * or EVOSDPA_DTYPE_BFLOAT16); lse is that of the real (dequantised) scores. The descales must be finite
+ * and positive, which the library cannot check without reading device memory. With fp16/bf16 inputs the
+ * descale fields must be NULL/0 and o_dtype 0 or the inputs' dtype (INVALID_ARGUMENT otherwise).
  *
  * How the struct grows (the ABI rule): fields are only ever appended, never removed, reordered or
  * retyped, and every appended field means "off" or "default" when it is zero. struct_size says which
@@ -109,6 +121,13 @@ typedef struct evosdpa_params {
 
   float softmax_scale;
   evosdpa_causal_t causal;
+
+  /* Since 0.3: FP8 inputs (see above). */
+  evosdpa_dtype_t o_dtype;
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_batch_stride, descale_head_stride; /* in floats; 0 and 0: one scale per tensor */
   /* New fields go here, zero meaning off/default (see above). */
 } evosdpa_params_t;
 

@@ -10,7 +10,7 @@ up, and register the `torch.ops.evosdpa.attention_fwd` custom op then.
 from ._lib import EvosdpaError, kernel_names, library_path
 from ._lib import version as library_version
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["attention", "scaled_dot_product_attention", "kernel_names", "library_path", "library_version",
            "EvosdpaError"]
 

@@ -15,11 +15,11 @@ import os
 from ctypes import c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_void_p
 
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NO_DEVICE, DEVICE, CUDA = range(6)
-DTYPE_FLOAT16, DTYPE_BFLOAT16 = 0, 1
+DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT8_E4M3 = 0, 1, 2
 CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 
 # The evosdpa.h whose evosdpa_params_t the Params mirror below copies.
-HEADER_VERSION = "0.2.0"
+HEADER_VERSION = "0.3.0"
 
 
 class Params(ctypes.Structure):
@@ -37,6 +37,10 @@ class Params(ctypes.Structure):
         ("o_batch_stride", c_int64), ("o_head_stride", c_int64), ("o_seq_stride", c_int64),
         ("softmax_scale", c_float),  # NaN (the init default): 1/sqrt(head_dim)
         ("causal", c_int),
+        # 0.3: FP8 inputs (E4M3 values times float32 descales read from device memory)
+        ("o_dtype", c_int),
+        ("q_descale", c_void_p), ("k_descale", c_void_p), ("v_descale", c_void_p),
+        ("descale_batch_stride", c_int64), ("descale_head_stride", c_int64),
     ]
 
 
@@ -99,7 +103,7 @@ def _check_mirror(lib, path):
     for f, _ in Params._fields_:  # poison, so a field the library did not write is seen
         if f == "softmax_scale":
             p.softmax_scale = 1.0
-        elif f not in ("q", "k", "v", "o", "lse"):
+        elif f not in ("q", "k", "v", "o", "lse", "q_descale", "k_descale", "v_descale"):
             setattr(p, f, -1)
     code = lib.evosdpa_params_init_sized(ctypes.byref(p), size)
     version = lib.evosdpa_version().decode()

@@ -14,23 +14,27 @@ from evosdpa import _lib
 def test_import_and_kernel_names():
     assert evosdpa.kernel_names() == ["wgmma_sm90", "mma_sm80", "reference"]
     assert os.path.exists(evosdpa.library_path())
-    assert evosdpa.__version__ == "0.2.0"
+    assert evosdpa.__version__ == "0.3.0"
 
 
 def test_params_struct_matches_the_c_abi():
-    # struct_size, 5 pointers, the dtype enum (padded to 8), 6 sizes, 12 strides, the scale and the causal enum.
+    # struct_size, 5 pointers, the dtype enum (padded to 8), 6 sizes, 12 strides, the scale and the causal
+    # enum; since 0.3 the output dtype (padded to 8), 3 descale pointers and 2 descale strides.
     assert _lib.Params._fields_[0] == ("struct_size", ctypes.c_size_t)
-    assert ctypes.sizeof(_lib.Params) == 8 + 5 * 8 + 8 + 6 * 8 + 12 * 8 + 4 + 4
+    assert ctypes.sizeof(_lib.Params) == 8 + 5 * 8 + 8 + 6 * 8 + 12 * 8 + 4 + 4 + 8 + 3 * 8 + 2 * 8
     p = _lib.new_params()
     assert p.struct_size == ctypes.sizeof(_lib.Params)
     assert p.q is None and p.lse is None and p.batch == 0 and p.head_dim == 0 and p.o_seq_stride == 0
     assert p.dtype == _lib.DTYPE_FLOAT16 and p.causal == _lib.CAUSAL_NONE
     assert math.isnan(p.softmax_scale)  # NaN: 1/sqrt(head_dim)
+    assert p.o_dtype == _lib.DTYPE_FLOAT16 and p.q_descale is None and p.v_descale is None
+    assert p.descale_batch_stride == 0 and p.descale_head_stride == 0
 
 
 def test_version_and_dtype_sizes():
-    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.2.0"
+    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.3.0"
     assert _lib.dtype_size(_lib.DTYPE_FLOAT16) == 2 and _lib.dtype_size(_lib.DTYPE_BFLOAT16) == 2
+    assert _lib.dtype_size(_lib.DTYPE_FLOAT8_E4M3) == 1
     assert _lib.dtype_size(7) == 0
 
 
@@ -106,7 +110,7 @@ def test_a_mismatched_library_is_an_import_error():
         _lib._bind(_FakeLibrary(other_layout), "/other/libevosdpa.so")
 
     with pytest.raises(ImportError, match=r"\(version 9\.9\.9\) lacks evosdpa_params_init_sized.*predates the C ABI "
-                                          "of evosdpa.h 0.2.0"):
+                                          "of evosdpa.h 0.3.0"):
         _lib._bind(_FakeLibrary(None, drop=("evosdpa_params_init_sized",)), "/v010/libevosdpa.so")
 
 

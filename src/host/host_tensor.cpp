@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cmath>
 #include <cstring>
@@ -31,7 +32,20 @@ float decode(evosdpa_dtype_t dtype, uint16_t bits) {
   return __half2float(__half(raw));
 }
 
-const char* dtype_name(evosdpa_dtype_t dtype) { return dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : "fp16"; }
+const char* dtype_name(evosdpa_dtype_t dtype) {
+  switch (dtype) {
+    case EVOSDPA_DTYPE_BFLOAT16: return "bf16";
+    case EVOSDPA_DTYPE_FLOAT8_E4M3: return "fp8";
+    default: return "fp16";
+  }
+}
+
+uint8_t encode_e4m3(float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); }
+
+float decode_e4m3(uint8_t bits) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(bits, __NV_E4M3);
+  return __half2float(__half(h));
+}
 
 double Shape::effective_scale() const {
   return static_cast<float>(std::isnan(scale) ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : scale);

@@ -16,6 +16,13 @@ float decode(evosdpa_dtype_t dtype, uint16_t bits);
 inline float round_to(evosdpa_dtype_t dtype, float x) { return decode(dtype, encode(dtype, x)); }
 const char* dtype_name(evosdpa_dtype_t dtype);
 
+// FP8 E4M3 (PyTorch's float8_e4m3fn: bias 7, no infinities, max 448): round to nearest even, saturating
+// to +-448 (an infinity too); NaN stays NaN. The conversion the FP8 kernels' cvt.rn.satfinite does.
+uint8_t encode_e4m3(float x);
+float decode_e4m3(uint8_t bits);
+inline float round_to_e4m3(float x) { return decode_e4m3(encode_e4m3(x)); }
+inline constexpr float kE4m3Max = 448.f;
+
 // Sizes of one attention problem; the host copies are contiguous BHSD.
 struct Shape {
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 64;

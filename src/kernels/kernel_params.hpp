@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "evosdpa/evosdpa.h"
+
 namespace evosdpa::detail {
 
 struct KernelParams {
@@ -33,6 +35,13 @@ struct KernelParams {
   // bottom-right).
   int causal;
   int causal_offset;
+  // FP8 inputs: the element type of O, and the descales (device floats, read at
+  // b * descale_batch_stride + h_kv * descale_head_stride); nullptr with 16-bit inputs.
+  evosdpa_dtype_t o_dtype;
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_batch_stride, descale_head_stride;
 };
 
 }  // namespace evosdpa::detail

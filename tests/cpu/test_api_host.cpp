@@ -157,11 +157,20 @@ TEST(CApiAbi, NormalizeAcceptsOlderAndZeroTailedNewerStructs) {
   c = normalize_params(reinterpret_cast<evosdpa_params_t*>(bigger), out);
   EXPECT_EQ(c.status, EVOSDPA_ERROR_NOT_SUPPORTED);
   EXPECT_NE(c.message.find(std::to_string(sizeof bigger) + " bytes"), std::string::npos) << c.message;
-  // The smallest accepted struct: fields past it (none yet) would take their defaults.
+  // The smallest accepted struct (0.2's, which ended at `causal`): the FP8 fields past it take their
+  // defaults even when the caller's memory beyond it holds garbage.
+  unsigned char older[sizeof(evosdpa_params_t)];
+  std::memset(older, 0xab, sizeof older);
   p.struct_size = evosdpa::detail::kParamsMinSize;
-  c = normalize_params(&p, out);
+  std::memcpy(older, &p, evosdpa::detail::kParamsMinSize);
+  c = normalize_params(reinterpret_cast<evosdpa_params_t*>(older), out);
   EXPECT_TRUE(c.ok()) << c.message;
   EXPECT_EQ(out.causal, p.causal);
+  EXPECT_EQ(out.o_dtype, EVOSDPA_DTYPE_FLOAT16);
+  EXPECT_EQ(out.q_descale, nullptr);
+  EXPECT_EQ(out.v_descale, nullptr);
+  EXPECT_EQ(out.descale_head_stride, 0);
+  EXPECT_TRUE(evosdpa::detail::validate_params(out).ok());
 }
 
 TEST(CApiAbi, ForwardAndSupportsCheckTheStructSizeFirst) {
@@ -174,6 +183,7 @@ TEST(CApiAbi, ForwardAndSupportsCheckTheStructSizeFirst) {
 TEST(CApiAbi, DtypeSizesAndVersion) {
   EXPECT_EQ(evosdpa_dtype_size(EVOSDPA_DTYPE_FLOAT16), 2u);
   EXPECT_EQ(evosdpa_dtype_size(EVOSDPA_DTYPE_BFLOAT16), 2u);
+  EXPECT_EQ(evosdpa_dtype_size(EVOSDPA_DTYPE_FLOAT8_E4M3), 1u);
   EXPECT_EQ(evosdpa_dtype_size(static_cast<evosdpa_dtype_t>(9)), 0u);
   EXPECT_EQ(std::string(evosdpa_version()), std::to_string(EVOSDPA_VERSION_MAJOR) + "." +
                                                 std::to_string(EVOSDPA_VERSION_MINOR) + "." +

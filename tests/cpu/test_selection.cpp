@@ -54,6 +54,32 @@ TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), "")), "wgmma_sm90");
 }
 
+// FP8 inputs: only the reference family has FP8 kernels so far, and only on devices with FP8 tensor
+// cores (sm_89 and newer); each tensor-core family says why it refuses.
+TEST(Selection, Fp8InputsRunOnTheReferenceFromSm89AndAreRefusedOnSm80) {
+  auto p = valid_params();
+  p.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
+  p.q_descale = p.k_descale = p.v_descale = reinterpret_cast<const float*>(uintptr_t{0x50000000});
+  for (auto dev : {device(8, 9, 99 * 1024), device(9, 0)}) {
+    const auto s = select_any_arch(p, dev, "auto");
+    ASSERT_TRUE(s.check.ok()) << s.check.message;
+    EXPECT_EQ(name_of(s), "reference");
+    for (const char* name : {"wgmma_sm90", "mma_sm80"}) {
+      if (dev.cc_major != 9 && std::string(name) == "wgmma_sm90") continue;  // refused for the arch first
+      const auto named = select_any_arch(p, dev, name);
+      EXPECT_EQ(named.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+      EXPECT_NE(named.check.message.find("FP8 (E4M3) inputs are not supported yet"), std::string::npos)
+          << named.check.message;
+    }
+  }
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024)}) {
+    const auto s = select_any_arch(p, dev, "auto");
+    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(s.check.message.find("reference: FP8 (E4M3) inputs need compute capability 8.9"), std::string::npos)
+        << s.check.message;
+  }
+}
+
 TEST(Selection, AutoLeavesFewClusteredD64ItemsToTheSmallGridVariant) {
   auto h100 = device(9, 0);
   h100.sm_count = 132;

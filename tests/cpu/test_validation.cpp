@@ -208,3 +208,95 @@ TEST(Validation, OffsetOverflow) {
 }
 
 }  // namespace
+
+// FP8 inputs: the descales and o_dtype (evosdpa.h), refused field by field with the field named.
+namespace fp8 {
+
+evosdpa_params_t valid_fp8(int64_t b = 2, int64_t h = 8, int64_t lq = 512, int64_t lk = 512) {
+  auto p = valid_params(b, h, lq, lk);
+  p.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
+  p.q_descale = reinterpret_cast<const float*>(uintptr_t{0x50000000});
+  p.k_descale = reinterpret_cast<const float*>(uintptr_t{0x50000100});
+  p.v_descale = reinterpret_cast<const float*>(uintptr_t{0x50000200});
+  return p;
+}
+
+TEST(ValidationFp8, AcceptsPerTensorAndPerHeadDescalesAndBothOutputTypes) {
+  auto p = valid_fp8();
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+  p.o_dtype = EVOSDPA_DTYPE_BFLOAT16;
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+  p.heads_kv = 2;
+  evosdpa_params_set_bshd_strides(&p);
+  p.descale_batch_stride = 2;  // [batch, heads_kv]
+  p.descale_head_stride = 1;
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+}
+
+TEST(ValidationFp8, EveryDescaleIsRequired) {
+  const char* names[] = {"q_descale", "k_descale", "v_descale"};
+  for (int which = 0; which < 3; ++which) {
+    auto p = valid_fp8();
+    const float** fields[] = {&p.q_descale, &p.k_descale, &p.v_descale};
+    *fields[which] = nullptr;
+    expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(names[which]) + " is a null pointer");
+    *fields[which] = reinterpret_cast<const float*>(uintptr_t{0x50000402});
+    expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(names[which]) + " is not 4-byte aligned");
+  }
+}
+
+TEST(ValidationFp8, OutputTypeAndStrides) {
+  auto p = valid_fp8();
+  p.o_dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "o_dtype 2 is not fp16 (0) or bf16 (1)");
+  p.o_dtype = static_cast<evosdpa_dtype_t>(5);
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "o_dtype 5");
+  p = valid_fp8();
+  p.descale_head_stride = -1;
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "descale strides are negative");
+  p = valid_fp8();
+  p.descale_batch_stride = INT64_MAX / 2;
+  p.descale_head_stride = INT64_MAX / 2;
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "descale strides overflow");
+}
+
+TEST(ValidationFp8, SixteenBitInputsRefuseFp8Fields) {
+  auto p = valid_params();
+  p.k_descale = reinterpret_cast<const float*>(uintptr_t{0x50000000});
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "k_descale is set but the inputs are fp16");
+  p = valid_params();
+  p.descale_head_stride = 1;
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "descale strides are set but the inputs are fp16");
+  p = valid_params();
+  p.o_dtype = EVOSDPA_DTYPE_BFLOAT16;
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "o_dtype 1 is for FP8 inputs");
+  p.dtype = EVOSDPA_DTYPE_BFLOAT16;  // the inputs' own dtype is accepted
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+}
+
+TEST(ValidationFp8, ElementSizesAndAliasing) {
+  // Inputs are 1-byte aligned; O is 2-byte (its o_dtype).
+  auto p = valid_fp8();
+  p.q = reinterpret_cast<const void*>(uintptr_t{0x10000001});
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+  p = valid_fp8();
+  p.o = reinterpret_cast<void*>(uintptr_t{0x40000001});
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "o is not aligned to its 2-byte element size");
+  // O spans 2 bytes per element: its end reaches a descale placed right after 1-byte-sized O.
+  p = valid_fp8(1, 1, 16, 16);
+  const int64_t o_elems = 16 * 64;
+  p.q_descale = reinterpret_cast<const float*>(uintptr_t{0x40000000} + o_elems);  // inside O's 2-byte span
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "overlaps input q_descale");
+  p.q_descale = reinterpret_cast<const float*>(uintptr_t{0x40000000} + 2 * o_elems);  // just past it
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+  // A per-head descale's whole [batch, heads_kv] span counts.
+  p = valid_fp8(2, 8, 16, 16);
+  p.descale_batch_stride = 8;
+  p.descale_head_stride = 1;
+  p.lse = reinterpret_cast<float*>(uintptr_t{0x50000200} + 4 * 15);  // v_descale's last float
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "lse (bytes");
+  p.lse = reinterpret_cast<float*>(uintptr_t{0x50000200} + 4 * 16);
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+}
+
+}  // namespace fp8

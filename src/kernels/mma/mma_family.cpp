@@ -26,7 +26,9 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   // The instantiations (inst/) are fp16 and bf16 only; a dtype added to the C ABI gets the reference
   // kernel until this family learns it.
   if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
-    return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
+    return refuse(who + (p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? std::string("FP8 (E4M3) inputs are not supported yet")
+                                                               : "dtype " + std::to_string(static_cast<int>(p.dtype))) +
+                  " (fp16, bf16)");
   const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));
   const int variant =
       mma_sm80::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, dev.sm_count);

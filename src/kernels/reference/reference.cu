@@ -1,14 +1,17 @@
 // The reference GPU kernel: one warp per query row, fp32 arithmetic, the textbook two-pass softmax.
 // Slow and plain on purpose: it is the baseline the fast kernels are checked against on the GPU, and it
-// accepts any element-aligned pointers and strides. Its KernelFamily (supports, launch, image probe) is
-// at the end.
+// accepts any element-aligned pointers and strides. FP8 (E4M3) inputs are dequantised element by element
+// as they are read (x * descale) and nothing else changes. Its KernelFamily (supports, launch, image
+// probe) is at the end.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/dtype_dispatch.cuh"
 #include "kernels/family.hpp"
@@ -31,6 +34,7 @@ static_assert(EVOSDPA_MAX_SEQLEN + 1 <= INT32_MAX, "EVOSDPA_MAX_SEQLEN overflows
 
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
@@ -43,19 +47,20 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// Lane `lane` holds dims lane, lane + 32, ... of the query row.
+// Lane `lane` holds dims lane, lane + 32, ... of the query row; k_descale is 1 for 16-bit inputs.
 template <typename T>
-__device__ float score(const float (&q)[kMaxPerLane], const T* k_row, int head_dim, int lane) {
+__device__ float score(const float (&q)[kMaxPerLane], const T* k_row, float k_descale, int head_dim, int lane) {
   float acc = 0.f;
 #pragma unroll
   for (int t = 0; t < kMaxPerLane; ++t) {
     const int d = lane + 32 * t;
-    if (d < head_dim) acc += q[t] * to_float(k_row[d]);
+    if (d < head_dim) acc += q[t] * (to_float(k_row[d]) * k_descale);
   }
   return warp_sum(acc);
 }
 
-template <typename T>
+// T: the inputs' element type; TO: O's (T itself for 16-bit inputs).
+template <typename T, typename TO>
 __global__ void reference_kernel(const KernelParams p) {
   const int head_dim = p.head_dim;
   const int lane = threadIdx.x % 32;
@@ -69,7 +74,14 @@ __global__ void reference_kernel(const KernelParams p) {
   const T* q_row = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + i * p.q_seq_stride;
   const T* k_head = static_cast<const T*>(p.k) + b * p.k_batch_stride + h_kv * p.k_head_stride;
   const T* v_head = static_cast<const T*>(p.v) + b * p.v_batch_stride + h_kv * p.v_head_stride;
-  T* o_row = static_cast<T*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + i * p.o_seq_stride;
+  TO* o_row = static_cast<TO*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + i * p.o_seq_stride;
+  float q_descale = 1.f, k_descale = 1.f, v_descale = 1.f;
+  if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) {
+    const int64_t at = b * p.descale_batch_stride + h_kv * p.descale_head_stride;
+    q_descale = p.q_descale[at];
+    k_descale = p.k_descale[at];
+    v_descale = p.v_descale[at];
+  }
 
   int kv_end = p.seqlen_k;
   if (p.causal) kv_end = max(0, min(kv_end, i + p.causal_offset + 1));
@@ -78,23 +90,23 @@ __global__ void reference_kernel(const KernelParams p) {
 #pragma unroll
   for (int t = 0; t < kMaxPerLane; ++t) {
     const int d = lane + 32 * t;
-    q[t] = d < head_dim ? to_float(q_row[d]) : 0.f;
+    q[t] = d < head_dim ? to_float(q_row[d]) * q_descale : 0.f;
   }
 
   float row_max = -INFINITY;
   for (int j = 0; j < kv_end; ++j)
-    row_max = fmaxf(row_max, p.scale * score(q, k_head + j * p.k_seq_stride, head_dim, lane));
+    row_max = fmaxf(row_max, p.scale * score(q, k_head + j * p.k_seq_stride, k_descale, head_dim, lane));
 
   float sum = 0.f;
   float acc[kMaxPerLane] = {};
   for (int j = 0; j < kv_end; ++j) {
-    const float w = expf(p.scale * score(q, k_head + j * p.k_seq_stride, head_dim, lane) - row_max);
+    const float w = expf(p.scale * score(q, k_head + j * p.k_seq_stride, k_descale, head_dim, lane) - row_max);
     sum += w;
     const T* v_row = v_head + j * p.v_seq_stride;
 #pragma unroll
     for (int t = 0; t < kMaxPerLane; ++t) {
       const int d = lane + 32 * t;
-      if (d < head_dim) acc[t] += w * to_float(v_row[d]);
+      if (d < head_dim) acc[t] += w * (to_float(v_row[d]) * v_descale);
     }
   }
 
@@ -102,26 +114,31 @@ __global__ void reference_kernel(const KernelParams p) {
 #pragma unroll
   for (int t = 0; t < kMaxPerLane; ++t) {
     const int d = lane + 32 * t;
-    if (d < head_dim) o_row[d] = from_float<T>(acc[t] * inv);
+    if (d < head_dim) o_row[d] = from_float<TO>(acc[t] * inv);
   }
   if (p.lse != nullptr && lane == 0) p.lse[row_id] = sum > 0.f ? row_max + logf(sum) : -INFINITY;
 }
 
-template <typename T>
+template <typename T, typename TO>
 cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q;
   const long long blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  reference_kernel<T><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(p);
+  reference_kernel<T, TO><<<static_cast<unsigned>(blocks), kWarpsPerBlock * 32, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
-FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo&) {
+FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const auto refuse = [](std::string message) {
     return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, "reference: " + std::move(message))};
   };
-  // Instantiated for fp16 and bf16 only (launch_dtype below).
-  if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
-    return refuse("dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
+  // Instantiated for fp16, bf16 and FP8 inputs (launch_dtype below).
+  if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16 && p.dtype != EVOSDPA_DTYPE_FLOAT8_E4M3)
+    return refuse("dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16, bf16 or fp8_e4m3");
+  // The library offers FP8 where the GPU has FP8 tensor cores, so that "auto" never answers an FP8 call
+  // with this slow kernel on a device no fast FP8 kernel can serve.
+  if (p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 && dev.cc_major * 10 + dev.cc_minor < 89)
+    return refuse("FP8 (E4M3) inputs need compute capability 8.9 or newer (FP8 tensor cores); device " +
+                  std::to_string(dev.ordinal) + " is sm_" + std::to_string(dev.cc_major * 10 + dev.cc_minor));
   if (p.head_dim > kMaxHeadDim) return refuse("head_dim above " + std::to_string(kMaxHeadDim));
   // Every factor is below 2^31, but their product can pass 2^63.
   const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
@@ -131,12 +148,14 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo&) {
 }
 
 cudaError_t launch_dtype(const KernelParams& p, evosdpa_dtype_t dtype, int /*variant: one only*/, cudaStream_t stream) {
-  return with_element_type(dtype, [&](auto t) { return launch<decltype(t)>(p, stream); });
+  if (dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)
+    return with_element_type(p.o_dtype, [&](auto t) { return launch<__nv_fp8_e4m3, decltype(t)>(p, stream); });
+  return with_element_type(dtype, [&](auto t) { return launch<decltype(t), decltype(t)>(p, stream); });
 }
 
 cudaError_t probe_image() {
   cudaFuncAttributes attr;
-  return probe_answer(cudaFuncGetAttributes(&attr, reference_kernel<__half>));
+  return probe_answer(cudaFuncGetAttributes(&attr, reference_kernel<__half, __half>));
 }
 
 }  // namespace

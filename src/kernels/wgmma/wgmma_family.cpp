@@ -33,7 +33,9 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   };
   if (dev.cc_major != 9) return refuse(who + "needs a Hopper GPU (compute capability 9.x)");
   if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
-    return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
+    return refuse(who + (p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? std::string("FP8 (E4M3) inputs are not supported yet")
+                                                               : "dtype " + std::to_string(static_cast<int>(p.dtype))) +
+                  " (fp16, bf16)");
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   const int variant = choice.row;
   if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
