@@ -190,6 +190,12 @@ const char* evosdpa_version(void);
  * softmax in float32, the unnormalised probabilities P rounded to dtype, P.V accumulated in float32,
  * O rounded to dtype once) and max_abs_reference is max |O| of the float64 result. NaN or infinity in
  * O always fails. The log-sum-exp may differ from float64 by evosdpa_lse_tolerance(max |lse|).
+ *
+ * FP8 inputs (dtype EVOSDPA_DTYPE_FLOAT8_E4M3): the float64 reference runs on the real inputs (stored
+ * value times descale) and the baseline rounds where FP8 kernels round: P = 2^(S - m + 8) in float32
+ * (at most 256), its row sum from that unrounded P, P rounded to E4M3 for P.V, O rounded once to
+ * o_dtype. E4M3 keeps 3 mantissa bits, so the baseline error reaches 1-2.4% of max |O|; the bound is
+ * then capped at 2^-4 max |O| and takes bf16's rounding for the output term.
  */
 double evosdpa_output_tolerance(evosdpa_dtype_t dtype, double baseline_error, double max_abs_reference);
 double evosdpa_lse_tolerance(double max_abs_lse);

@@ -3,6 +3,7 @@
     import evosdpa
     out = evosdpa.attention(q, k, v, causal=True)                       # [B, H, L, D] CUDA tensors
     out = evosdpa.scaled_dot_product_attention(q, k, v, is_causal=True)  # PyTorch's signature, (..., L, E)
+    q8, qd = evosdpa.quantize_fp8(q)                                     # FP8 (E4M3) and its descale
 
 `import evosdpa` needs neither PyTorch nor a GPU; the tensor functions import PyTorch when first looked
 up, and register the `torch.ops.evosdpa.attention_fwd` custom op then.
@@ -11,10 +12,10 @@ from ._lib import EvosdpaError, kernel_names, library_path
 from ._lib import version as library_version
 
 __version__ = "0.3.0"
-__all__ = ["attention", "scaled_dot_product_attention", "kernel_names", "library_path", "library_version",
-           "EvosdpaError"]
+__all__ = ["attention", "scaled_dot_product_attention", "quantize_fp8", "kernel_names", "library_path",
+           "library_version", "EvosdpaError"]
 
-_TORCH_API = ("attention", "scaled_dot_product_attention")
+_TORCH_API = ("attention", "scaled_dot_product_attention", "quantize_fp8")
 
 
 def __getattr__(name):

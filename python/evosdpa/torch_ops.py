@@ -7,6 +7,11 @@ kernel is launched on PyTorch's current stream, and nothing synchronises the hos
 The op's `scale: float` is the C ABI's softmax_scale: NaN means the default 1/sqrt(head_dim), any finite
 value (0 and negative ones included) is used as given, and an infinite one is refused. The user-facing
 functions take scale=None for the default and pass NaN.
+
+FP8 inputs (torch.float8_e4m3fn) carry float32 descales (the real input is stored * descale, as in
+FlashAttention-3 and cuDNN): CUDA tensors read by the kernel at run time, of shape () or (1,) (one per
+tensor) or (B, Hkv) (one per batch and K/V head: FlashAttention-3's shape, for q too). quantize_fp8 makes
+them.
 """
 import math
 import numbers
@@ -18,7 +23,11 @@ from . import _lib
 
 _LAYOUTS = ("bhsd", "bshd")
 _ALIGNMENTS = {"top_left": _lib.CAUSAL_TOP_LEFT, "bottom_right": _lib.CAUSAL_BOTTOM_RIGHT}
-_DTYPES = {torch.float16: _lib.DTYPE_FLOAT16, torch.bfloat16: _lib.DTYPE_BFLOAT16}
+_DTYPES = {torch.float16: _lib.DTYPE_FLOAT16, torch.bfloat16: _lib.DTYPE_BFLOAT16,
+           torch.float8_e4m3fn: _lib.DTYPE_FLOAT8_E4M3}
+_FP8 = torch.float8_e4m3fn
+_FP8_MAX = 448.0  # float8_e4m3fn's largest finite value
+_OUT_DTYPES = (torch.float16, torch.bfloat16)
 _HEAD_DIMS = (64, 128)
 _FLOAT32_MAX = 3.4028234663852886e38
 DEFAULT_SCALE = math.nan  # the op's (and the C ABI's) "1/sqrt(head_dim)"
@@ -73,7 +82,8 @@ def _check(q, k, v, layout: str) -> None:
             raise ValueError(f"evosdpa: {name} must be 4-D {shape_name} for layout '{layout}', "
                              f"got shape {tuple(t.shape)}")
         if t.dtype not in _DTYPES:
-            raise TypeError(f"evosdpa: {name} has dtype {t.dtype}; supported: torch.float16, torch.bfloat16")
+            raise TypeError(f"evosdpa: {name} has dtype {t.dtype}; supported: torch.float16, torch.bfloat16, "
+                            "torch.float8_e4m3fn (with descales)")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"evosdpa: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     (bq, hq, lq, dq), _ = _dims(q, layout)
@@ -102,9 +112,63 @@ def _check(q, k, v, layout: str) -> None:
         raise ValueError(f"evosdpa: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
 
 
-def _outputs(q: torch.Tensor, layout: str, return_lse: bool):
+_DESCALE_NAMES = ("q_descale", "k_descale", "v_descale")
+
+
+def _out_dtype(q: torch.Tensor, out_dtype) -> torch.dtype:
+    """O's dtype: q's for 16-bit inputs, out_dtype (bfloat16 when None) for FP8 ones."""
+    if q.dtype != _FP8:
+        return q.dtype
+    return torch.bfloat16 if out_dtype is None else out_dtype
+
+
+def _check_fp8(q, k, layout: str, descales, out_dtype) -> None:
+    """The FP8 arguments: three float32 descales on q's device, each () / (1,) or (B, Hkv), one
+    granularity for all three, and out_dtype float16 or bfloat16; with 16-bit inputs, none of them."""
+    if q.dtype != _FP8:
+        for name, t in zip(_DESCALE_NAMES, descales):
+            if t is not None:
+                raise ValueError(f"evosdpa: {name} is given but the inputs are {q.dtype}; descales apply to "
+                                 "torch.float8_e4m3fn inputs only")
+        if out_dtype is not None and out_dtype != q.dtype:
+            raise ValueError(f"evosdpa: out_dtype {out_dtype} is for float8_e4m3fn inputs; with {q.dtype} inputs "
+                             "the output has their dtype")
+        return
+    if out_dtype is not None and out_dtype not in _OUT_DTYPES:
+        raise TypeError(f"evosdpa: out_dtype must be torch.float16 or torch.bfloat16 (or None: bfloat16), "
+                        f"got {out_dtype}")
+    (b, _, _, _), _ = _dims(q, layout)
+    (_, hk, _, _), _ = _dims(k, layout)
+    shapes = []
+    for name, t in zip(_DESCALE_NAMES, descales):
+        if t is None:
+            raise ValueError(f"evosdpa: float8_e4m3fn inputs need q_descale, k_descale and v_descale; {name} is "
+                             "missing (a missing scale is not taken as 1; evosdpa.quantize_fp8 returns them)")
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"evosdpa: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype != torch.float32:
+            raise TypeError(f"evosdpa: {name} must be float32, got {t.dtype}")
+        if t.device != q.device:
+            raise ValueError(f"evosdpa: {name} is on {t.device}, q on {q.device}: descales are read by the kernel "
+                             "and must be on q's device")
+        per_head = tuple(t.shape) == (b, hk)
+        if tuple(t.shape) not in ((), (1,)) and not per_head:
+            raise ValueError(f"evosdpa: {name} has shape {tuple(t.shape)}; expected () or (1,) (per tensor) or "
+                             f"(batch, heads_kv) = {(b, hk)} (per K/V head)")
+        if per_head and any(st < 0 for st in t.stride()):
+            raise ValueError(f"evosdpa: {name} has negative strides {tuple(t.stride())}")
+        shapes.append(per_head)
+    if len(set(shapes)) != 1:
+        raise ValueError("evosdpa: q_descale, k_descale and v_descale must share a granularity (all per tensor "
+                         f"or all (batch, heads_kv)), got shapes {[tuple(t.shape) for t in descales]}")
+    if shapes[0] and len({t.stride() for t in descales}) != 1:
+        raise ValueError("evosdpa: the per-head descales must share their strides, got "
+                         f"{[tuple(t.stride()) for t in descales]}")
+
+
+def _outputs(q: torch.Tensor, layout: str, return_lse: bool, out_dtype=None):
     (b, h, lq, _), _ = _dims(q, layout)
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    out = torch.empty(q.shape, dtype=_out_dtype(q, out_dtype), device=q.device)
     lse = (torch.empty((b, h, lq), dtype=torch.float32, device=q.device) if return_lse
            else torch.empty((0,), dtype=torch.float32, device=q.device))
     return out, lse
@@ -112,12 +176,17 @@ def _outputs(q: torch.Tensor, layout: str, return_lse: bool):
 
 @torch.library.custom_op("evosdpa::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int, scale: float,
-                  return_lse: bool, layout: str, kernel: str) -> Tuple[torch.Tensor, torch.Tensor]:
+                  return_lse: bool, layout: str, kernel: str, q_descale: Optional[torch.Tensor] = None,
+                  k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
+                  out_dtype: Optional[torch.dtype] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """The op: (O, lse); lse is empty unless return_lse. scale: NaN means 1/sqrt(head_dim), any finite value
-    (0 included) is used as given, infinity is refused. q, k, v need a contiguous last dimension."""
+    (0 included) is used as given, infinity is refused. q, k, v need a contiguous last dimension. FP8
+    inputs need the three descales; O is then out_dtype (bfloat16 when None)."""
+    descales = (q_descale, k_descale, v_descale)
     _check(q, k, v, layout)
+    _check_fp8(q, k, layout, descales, out_dtype)
     _check_op_scale(scale)
-    out, lse = _outputs(q, layout, return_lse)
+    out, lse = _outputs(q, layout, return_lse, out_dtype)
     p = _lib.new_params()
     (b, hq, lq, d), (qb, qh, qs) = _dims(q, layout)
     (_, hk, lk, _), (kb, kh, ks) = _dims(k, layout)
@@ -133,6 +202,11 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
     p.o_batch_stride, p.o_head_stride, p.o_seq_stride = ob, oh, os_
     p.softmax_scale = scale
     p.causal = causal
+    if q.dtype == _FP8:
+        p.o_dtype = _DTYPES[out.dtype]
+        p.q_descale, p.k_descale, p.v_descale = (t.data_ptr() for t in descales)
+        if q_descale.dim() == 2:  # (B, Hkv); a per-tensor scale keeps strides 0
+            p.descale_batch_stride, p.descale_head_stride = q_descale.stride()
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
         code, message = _lib.forward(p, kernel, stream)
@@ -144,18 +218,22 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
 
 
 @attention_fwd.register_fake
-def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel):
+def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel, q_descale=None, k_descale=None,
+                        v_descale=None, out_dtype=None):
     _check(q, k, v, layout)
+    _check_fp8(q, k, layout, (q_descale, k_descale, v_descale), out_dtype)
     _check_op_scale(scale)
     (b, h, lq, _), _ = _dims(q, layout)
-    out = q.new_empty(q.shape)
+    out = q.new_empty(q.shape, dtype=_out_dtype(q, out_dtype))
     lse = q.new_empty((b, h, lq) if return_lse else (0,), dtype=torch.float32)
     return out, lse
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
               causal_alignment: str = "top_left", scale: Optional[float] = None, return_lse: bool = False,
-              layout: str = "bhsd", kernel: Optional[str] = None):
+              layout: str = "bhsd", kernel: Optional[str] = None, q_descale: Optional[torch.Tensor] = None,
+              k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
+              out_dtype: Optional[torch.dtype] = None):
     """Attention forward on CUDA tensors: softmax(scale * q k^T [+ causal mask]) v.
 
     q: [B, Hq, Lq, D], k and v: [B, Hkv, Lk, D] with layout="bhsd" ([B, L, H, D] with "bshd"); any
@@ -166,6 +244,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     uniform weights over the visible keys). kernel: None/"auto", or a name from evosdpa.kernel_names().
     Returns O in q's layout (contiguous), or (O, lse) with lse float32 [B, Hq, Lq] when return_lse. A
     query that sees no key gets O = 0 and lse = -inf.
+
+    FP8: q, k, v in torch.float8_e4m3fn need q_descale, k_descale, v_descale (float32 CUDA tensors, shape
+    () or (1,) per tensor, or (B, Hkv) per batch and K/V head; see quantize_fp8); the real inputs are
+    stored * descale. O is out_dtype: torch.bfloat16 (the default, FlashAttention-3's) or torch.float16.
     """
     if causal_alignment not in _ALIGNMENTS:
         raise ValueError(f"evosdpa: causal_alignment must be 'top_left' or 'bottom_right', got {causal_alignment!r}")
@@ -174,10 +256,54 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
         raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
     q, k, v = _contiguous_last_dim(q), _contiguous_last_dim(k), _contiguous_last_dim(v)
     _check(q, k, v, layout)
+    descales = (q_descale, k_descale, v_descale)
+    _check_fp8(q, k, layout, descales, out_dtype)
     causal_code = _ALIGNMENTS[causal_alignment] if causal else _lib.CAUSAL_NONE
     out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, op_scale, bool(return_lse), layout,
-                                               kernel or "auto")
+                                               kernel or "auto", *descales, out_dtype)
     return (out, lse) if return_lse else out
+
+
+def quantize_fp8(x: torch.Tensor, granularity: str = "tensor", *, layout: str = "bhsd",
+                 heads_kv: Optional[int] = None):
+    """(x_fp8, descale) for evosdpa.attention: x / descale rounded to torch.float8_e4m3fn, with
+    descale = amax / 448 so that x's largest magnitude maps to E4M3's largest value.
+
+    x: 4-D [B, H, L, D] ("bhsd") or [B, L, H, D] ("bshd"). granularity "tensor": one scale, descale of
+    shape (). "head": one per batch and K/V head, descale (B, Hkv), the shape attention takes: heads_kv
+    (default H) groups x's heads as attention does (query head h belongs to K/V head h // (H // Hkv)), so
+    pass the key's head count when quantising a grouped q. Values are clamped to +-448 before the
+    conversion, so the result does not depend on how a PyTorch release converts overflow. A slice of
+    zeros gets descale 1.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"evosdpa: x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 4:
+        raise ValueError(f"evosdpa: x must be 4-D, got shape {tuple(x.shape)}")
+    if layout not in _LAYOUTS:
+        raise ValueError(f"evosdpa: layout must be 'bhsd' or 'bshd', got {layout!r}")
+    if granularity not in ("tensor", "head"):
+        raise ValueError(f"evosdpa: granularity must be 'tensor' or 'head', got {granularity!r}")
+    if not x.is_floating_point() or x.dtype == _FP8:
+        raise TypeError(f"evosdpa: x must be a floating-point tensor to quantise, got {x.dtype}")
+    xb = x if layout == "bhsd" else x.transpose(1, 2)  # [B, H, L, D] view
+    b, h, _, _ = xb.shape
+    hk = h if heads_kv is None else int(heads_kv)
+    if hk <= 0 or h % hk != 0:
+        raise ValueError(f"evosdpa: x's heads ({h}) must be a multiple of heads_kv ({hk})")
+    xf = xb.float()
+    if granularity == "tensor":
+        amax = xf.abs().amax() if xf.numel() else torch.zeros((), device=x.device)
+        scale_per_head = amax.expand(b, h)
+    else:
+        amax = (xf.abs().reshape(b, hk, -1).amax(dim=2) if xf.numel() else torch.zeros((b, hk), device=x.device))
+        scale_per_head = amax.repeat_interleave(h // hk, dim=1)
+    descale = torch.where(amax > 0, amax / _FP8_MAX, torch.ones_like(amax)).to(torch.float32)
+    per_head = torch.where(scale_per_head > 0, scale_per_head / _FP8_MAX, torch.ones_like(scale_per_head))
+    q8 = (xf / per_head[:, :, None, None]).clamp(-_FP8_MAX, _FP8_MAX).to(_FP8)
+    if layout == "bshd":
+        q8 = q8.transpose(1, 2)
+    return q8.contiguous(), descale
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask=None,

@@ -13,6 +13,11 @@ _lib.lse_tolerance), applied to
 with NaN or infinity in O never passing; lse within lse_tolerance(max |lse_f64| over rows with a key), and
 -inf exactly where the reference has -inf (rows that see no key).
 
+FP8 inputs (float8_e4m3fn with descales): the reference runs on the real inputs (stored * descale), and
+the baseline rounds where the FP8 kernels round: P = 2^(S - m + 8) in float32 (at most 256), l of that
+unrounded P, P rounded to E4M3 for P·V, O rounded to the output dtype (the library's
+attention_fused_baseline, src/host/cpu_reference.hpp).
+
 Tensors are (..., H, L, E) with k/v heads repeated for grouped queries (dimension -3), or (L, E). The
 float32 sums are formed in float64 and rounded to float32 once: an exactly rounded float32 accumulation,
 with no TF32 whatever torch.backends says.
@@ -64,8 +69,20 @@ def reference(q, k, v, causal=False, alignment="top_left", scale=None):
     return p @ v.double(), lse
 
 
-def baseline(q, k, v, causal=False, alignment="top_left", scale=None):
-    """The plain fused computation in q.dtype (see the module docstring): the error yardstick."""
+def dequantize(x8, descale):
+    """float32 real values of an FP8 tensor (..., H, L, E): stored * descale, descale () / (1,) or (B, Hkv)
+    with query head h using K/V head h // (H // Hkv)."""
+    x = x8.float()
+    if descale.dim() == 2:
+        d = descale.repeat_interleave(x.shape[-3] // descale.shape[1], dim=1)
+        return x * d[:, :, None, None]
+    return x * descale.reshape(())
+
+
+def baseline(q, k, v, causal=False, alignment="top_left", scale=None, out_dtype=None):
+    """The plain fused computation in q.dtype (see the module docstring): the error yardstick. With
+    out_dtype (FP8 inputs), q, k, v are the real float32 inputs and P is rounded to E4M3."""
+    fp8 = out_dtype is not None
     k, v = _expand_heads(q, k, v)
     out_shape = (*q.shape[:-1], v.shape[-1])
     if k.shape[-2] == 0:
@@ -76,11 +93,15 @@ def baseline(q, k, v, causal=False, alignment="top_left", scale=None):
     s = s.masked_fill(~mask, float("-inf"))
     m = s.amax(dim=-1, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # no visible key: P = exp(-inf) = 0
-    p = torch.exp(s - m)                                          # float32
+    if fp8:
+        p = torch.exp2((s - m) * math.log2(math.e) + 8.0)       # float32, at most 2^8
+    else:
+        p = torch.exp(s - m)                                      # float32
     l = p.sum(dim=-1, keepdim=True, dtype=torch.float64).float()  # of the unrounded P
-    pv = (p.to(q.dtype).double() @ v.double()).float()            # P rounded to dtype, float32 accumulation
+    rounded = p.to(torch.float8_e4m3fn) if fp8 else p.to(q.dtype)
+    pv = (rounded.double() @ v.double()).float()                  # P rounded, float32 accumulation
     o = torch.where(l > 0, pv / l, torch.zeros_like(pv))
-    return o.to(q.dtype)
+    return o.to(out_dtype if fp8 else q.dtype)
 
 
 def max_abs_error(got, want):
@@ -92,20 +113,27 @@ def max_abs_error(got, want):
     return (got.double() - want).abs().max().item()
 
 
-def check_attention(out, q, k, v, *, causal=False, alignment="top_left", scale=None, lse=None, rng=None, what=""):
+def check_attention(out, q, k, v, *, causal=False, alignment="top_left", scale=None, lse=None, rng=None, what="",
+                    descales=None):
     """Assert that `out` (and `lse`, when given) meet the accuracy rule for attention of q, k, v.
 
     q, k, v, out: (..., H, L, E) (BHSD-ordered views) or (L, E); lse: (..., H, Lq) float32. `rng` (the
-    test's Rng) puts the seed to replay the inputs in the failure message. Returns (error, tolerance).
+    test's Rng) puts the seed to replay the inputs in the failure message. descales: (q, k, v) descales
+    of float8_e4m3fn inputs. Returns (error, tolerance).
     """
     where = f"{what}: " if what else ""
     replay = f" [inputs from {rng!r}]" if rng is not None else ""
+    code = _lib.DTYPE_FLOAT8_E4M3 if descales is not None else DTYPE_CODES[q.dtype]
+    out_dtype = out.dtype if descales is not None else None
+    if descales is not None:
+        q, k, v = (dequantize(t, d) for t, d in zip((q, k, v), descales))
     ref_o, ref_lse = reference(q, k, v, causal, alignment, scale)
-    assert out.shape == ref_o.shape and out.dtype == q.dtype, (
-        f"{where}O is {tuple(out.shape)} {out.dtype}, expected {tuple(ref_o.shape)} {q.dtype}{replay}")
-    base_err = max_abs_error(baseline(q, k, v, causal, alignment, scale), ref_o)
+    want_dtype = out_dtype or q.dtype
+    assert out.shape == ref_o.shape and out.dtype == want_dtype, (
+        f"{where}O is {tuple(out.shape)} {out.dtype}, expected {tuple(ref_o.shape)} {want_dtype}{replay}")
+    base_err = max_abs_error(baseline(q, k, v, causal, alignment, scale, out_dtype), ref_o)
     magnitude = ref_o.abs().max().item() if ref_o.numel() else 0.0
-    tol = _lib.output_tolerance(DTYPE_CODES[q.dtype], base_err, magnitude)
+    tol = _lib.output_tolerance(code, base_err, magnitude)
     err = max_abs_error(out, ref_o)
     assert err <= tol, (f"{where}max |O - O_f64| = {err:.4g} > tolerance {tol:.4g} ({q.dtype}, baseline error "
                         f"{base_err:.4g}, max |O_f64| {magnitude:.4g}){replay}")

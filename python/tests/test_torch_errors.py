@@ -33,7 +33,7 @@ def fake_cuda():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
-        yield lambda *shape, dtype=torch.float16: torch.empty(*shape, dtype=dtype, device="cuda")
+        yield lambda *shape, dtype=torch.float16: torch.empty(shape, dtype=dtype, device="cuda")
 
 
 @pytest.mark.parametrize("make, exc, text", [
@@ -157,3 +157,79 @@ def test_op_scale_nan_is_the_default_and_inf_is_refused():
         for bad in (math.inf, -math.inf):
             with pytest.raises(ValueError, match="scale must be finite"):
                 torch.ops.evosdpa.attention_fwd(q, q, q, 0, bad, False, "bhsd", "auto")
+
+
+# ---- FP8 (torch.float8_e4m3fn) inputs ------------------------------------------------------------------
+
+def fp8_call(cuda, descale_shapes=((), (), ()), out_dtype=None, **kw):
+    q = cuda(2, 8, 16, 64, dtype=torch.float8_e4m3fn)
+    k = cuda(2, 4, 24, 64, dtype=torch.float8_e4m3fn)
+    v = cuda(2, 4, 24, 64, dtype=torch.float8_e4m3fn)
+    ds = [None if s is None else cuda(*s, dtype=torch.float32) for s in descale_shapes]
+    return evosdpa.attention(q, k, v, q_descale=ds[0], k_descale=ds[1], v_descale=ds[2], out_dtype=out_dtype, **kw)
+
+
+def test_fp8_accepted_forms():
+    with fake_cuda() as cuda:
+        out = fp8_call(cuda)
+        assert out.shape == (2, 8, 16, 64) and out.dtype == torch.bfloat16  # FlashAttention-3's output type
+        assert fp8_call(cuda, ((1,), (1,), (1,)), out_dtype=torch.float16).dtype == torch.float16
+        out, lse = fp8_call(cuda, ((2, 4), (2, 4), (2, 4)), return_lse=True, causal=True)
+        assert out.dtype == torch.bfloat16 and lse.shape == (2, 8, 16) and lse.dtype == torch.float32
+
+
+@pytest.mark.parametrize("shapes, out_dtype, exc, text", [
+    (((), None, ()), None, ValueError, "k_descale is missing"),
+    (((), (), ()), torch.float32, TypeError, "out_dtype must be torch.float16 or torch.bfloat16"),
+    (((), (2, 8), (2, 8)), None, ValueError, r"k_descale has shape \(2, 8\); expected .* \(2, 4\)"),
+    (((2, 4), (), ()), None, ValueError, "must share a granularity"),
+])
+def test_fp8_bad_arguments_are_named(shapes, out_dtype, exc, text):
+    with fake_cuda() as cuda:
+        with pytest.raises(exc, match=text):
+            fp8_call(cuda, shapes, out_dtype=out_dtype)
+
+
+def test_fp8_descale_dtype_and_sixteen_bit_inputs():
+    with fake_cuda() as cuda:
+        q8 = cuda(1, 2, 8, 64, dtype=torch.float8_e4m3fn)
+        d = cuda(dtype=torch.float32)
+        with pytest.raises(TypeError, match="v_descale must be float32"):
+            evosdpa.attention(q8, q8, q8, q_descale=d, k_descale=d, v_descale=cuda(dtype=torch.float16))
+        with pytest.raises(TypeError, match="q, k, v must share a dtype"):
+            evosdpa.attention(q8, cuda(1, 2, 8, 64), q8, q_descale=d, k_descale=d, v_descale=d)
+        q = cuda(1, 2, 8, 64)
+        with pytest.raises(ValueError, match="q_descale is given but the inputs are torch.float16"):
+            evosdpa.attention(q, q, q, q_descale=d)
+        with pytest.raises(ValueError, match="out_dtype torch.bfloat16 is for float8_e4m3fn inputs"):
+            evosdpa.attention(q, q, q, out_dtype=torch.bfloat16)
+        assert evosdpa.attention(q, q, q, out_dtype=torch.float16).dtype == torch.float16
+        # A descale on another device than q (here the CPU): named.
+        d = torch.ones((), device="cpu")
+        with pytest.raises(ValueError, match="q_descale is on cpu, q on cuda"):
+            evosdpa.attention(q8, q8, q8, q_descale=d, k_descale=d, v_descale=d)
+
+
+def test_quantize_fp8_scales_and_rounds():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 8, 33, 64, generator=gen) * 3
+    x8, d = evosdpa.quantize_fp8(x)
+    assert x8.dtype == torch.float8_e4m3fn and x8.shape == x.shape and d.shape == () and d.dtype == torch.float32
+    assert torch.isclose(d, x.abs().amax() / 448)
+    assert x8.float().abs().amax() == 448  # the largest magnitude maps to E4M3's largest value
+    back = x8.float() * d
+    assert ((back - x).abs() <= x.abs() * 2**-4 + d * 2**-9 + 1e-6).all()  # half an E4M3 step at most
+    # Per (batch, K/V head), grouped: q's 8 heads over 4 K/V heads, in both layouts.
+    x8h, dh = evosdpa.quantize_fp8(x, "head", heads_kv=4)
+    assert dh.shape == (2, 4)
+    want = x.reshape(2, 4, -1).abs().amax(dim=2) / 448
+    assert torch.allclose(dh, want)
+    x8s, ds = evosdpa.quantize_fp8(x.transpose(1, 2), "head", layout="bshd", heads_kv=4)
+    assert torch.equal(ds, dh) and torch.equal(x8s.transpose(1, 2).float(), x8h.float())
+    # Overflow clamps to 448 whatever the PyTorch release does with it; zeros get descale 1.
+    z8, dz = evosdpa.quantize_fp8(torch.zeros(1, 1, 4, 64))
+    assert dz == 1 and (z8.float() == 0).all()
+    with pytest.raises(ValueError, match="multiple of heads_kv"):
+        evosdpa.quantize_fp8(x, "head", heads_kv=3)
+    with pytest.raises(ValueError, match="granularity"):
+        evosdpa.quantize_fp8(x, "row")

@@ -63,6 +63,21 @@ def test_matches_float64(case, layout, dtype, rng):
     check_attention(from_layout(out, layout), q, k, v, causal=causal, alignment=alignment, lse=lse, rng=rng)
 
 
+@pytest.mark.parametrize("out_dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("granularity", ["tensor", "head"])
+@pytest.mark.parametrize("case", CASES[::2], ids=case_id)
+def test_fp8_matches_float64(case, granularity, out_dtype, rng):
+    # Quantised with the package's own helper; judged against float64 on the dequantised inputs.
+    b, hq, hkv, lq, lk, d, causal, alignment = case
+    q, k, v = (rng.randn(b, h, n, d, dtype=torch.float32) for h, n in ((hq, lq), (hkv, lk), (hkv, lk)))
+    q8, qd = evosdpa.quantize_fp8(q, granularity, heads_kv=hkv)
+    k8, kd = evosdpa.quantize_fp8(k, granularity)
+    v8, vd = evosdpa.quantize_fp8(v, granularity)
+    out, lse = evosdpa.attention(q8, k8, v8, causal=causal, causal_alignment=alignment, return_lse=True,
+                                 q_descale=qd, k_descale=kd, v_descale=vd, out_dtype=getattr(torch, out_dtype))
+    check_attention(out, q8, k8, v8, causal=causal, alignment=alignment, lse=lse, rng=rng, descales=(qd, kd, vd))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("scale", [None, 0.3, -0.5, 0.0])
 def test_large_magnitudes_and_explicit_scales(scale, dtype, rng):

@@ -8,13 +8,15 @@
 
 namespace evosdpa::host {
 
-Expected make_expected(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, int64_t row_step, uint64_t seed) {
+Expected make_expected(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, int64_t row_step, uint64_t seed,
+                       Fp8Setup fp8) {
   Expected e;
   e.seed = seed;
   e.row_step = row_step;
-  e.in = random_inputs(s, dtype, qk_sigma, seed);
+  e.o_dtype = dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? fp8.o_dtype : dtype;
+  e.in = random_inputs(s, dtype, qk_sigma, seed, fp8);
   e.ref = attention_f64(s, e.in, row_step);
-  const std::vector<float> base = attention_fused_baseline(s, e.in, dtype, row_step);
+  const std::vector<float> base = attention_fused_baseline(s, e.in, dtype, row_step, e.o_dtype);
   e.baseline_error = max_abs_error(sample_rows(base, s, s.head_dim, row_step),
                                    sample_rows(e.ref.o, s, s.head_dim, row_step));
   return e;

@@ -19,10 +19,13 @@ struct Expected {
   double baseline_error = 0;
   int64_t row_step = 1;
   uint64_t seed = 0;
+  evosdpa_dtype_t o_dtype = EVOSDPA_DTYPE_FLOAT16;  // O's element type (the inputs' own unless FP8)
 };
 
-// Fresh inputs (Q, K ~ N(0, qk_sigma^2), V ~ N(0, 1), rounded to dtype) from `seed`, and their expectations.
-Expected make_expected(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, int64_t row_step, uint64_t seed);
+// Fresh inputs (Q, K ~ N(0, qk_sigma^2), V ~ N(0, 1), rounded to dtype, or quantised to E4M3 as `fp8`
+// says) from `seed`, and their expectations.
+Expected make_expected(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, int64_t row_step, uint64_t seed,
+                       Fp8Setup fp8 = {});
 
 struct Verdict {
   bool pass = false;

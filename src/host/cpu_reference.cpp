@@ -9,6 +9,7 @@ namespace evosdpa::host {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr float kLog2e = 1.4426950408889634f;
 
 size_t q_index(const Shape& s, int64_t b, int64_t h, int64_t i) {
   return static_cast<size_t>(((b * s.heads_q + h) * s.seqlen_q + i) * s.head_dim);
@@ -69,8 +70,14 @@ Reference attention_f64(const Shape& s, const Inputs& in, int64_t row_step) {
   return r;
 }
 
+float round_p(evosdpa_dtype_t dtype, float p) {
+  return dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? round_to_e4m3(p) : round_to(dtype, p);
+}
+
 std::vector<float> attention_fused_baseline(const Shape& s, const Inputs& in, evosdpa_dtype_t dtype,
-                                            int64_t row_step) {
+                                            int64_t row_step, evosdpa_dtype_t o_dtype) {
+  const bool fp8 = dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
+  const evosdpa_dtype_t out_dtype = fp8 ? o_dtype : dtype;
   std::vector<float> out(static_cast<size_t>(s.q_elems()), 0.f);
   const float scale = static_cast<float>(s.effective_scale());
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -95,14 +102,15 @@ std::vector<float> attention_fused_baseline(const Shape& s, const Inputs& in, ev
       float l = 0.f;
       std::fill(acc.begin(), acc.end(), 0.f);
       for (int64_t j = 0; j < s.seqlen_k; ++j) {
-        const float e = std::exp(p[static_cast<size_t>(j)] - mx);
+        const float x = p[static_cast<size_t>(j)] - mx;
+        const float e = fp8 ? std::exp2(x * kLog2e + kFp8MaxOffset) : std::exp(x);
         l += e;
-        const float w = round_to(dtype, e);
+        const float w = round_p(dtype, e);
         const float* v = &in.v[kv_index(s, b, h, j)];
         for (int64_t d = 0; d < s.head_dim; ++d) acc[static_cast<size_t>(d)] += w * v[d];
       }
       float* o = &out[q_index(s, b, h, i)];
-      for (int64_t d = 0; d < s.head_dim; ++d) o[d] = round_to(dtype, acc[static_cast<size_t>(d)] / l);
+      for (int64_t d = 0; d < s.head_dim; ++d) o[d] = round_to(out_dtype, acc[static_cast<size_t>(d)] / l);
     }
   });
   return out;

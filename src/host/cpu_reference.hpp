@@ -23,8 +23,19 @@ Reference attention_f64(const Shape& s, const Inputs& in, int64_t row_step = 1);
 // P = exp(S - m) in fp32, their sum l in fp32, P rounded to dtype for P V (accumulated in fp32), and O
 // = (P V) / l rounded to dtype once. Its distance from float64 is the "baseline error" of the accuracy
 // contract (evosdpa_output_tolerance). Rows as in attention_f64; other rows stay 0.
+// FP8 inputs (dtype EVOSDPA_DTYPE_FLOAT8_E4M3, O in o_dtype): the FP8 kernels' rounding points, as
+// FlashAttention-3 places them: P = 2^(S - m + kFp8MaxOffset) in fp32 (at most 256, inside E4M3's 448),
+// l from that unrounded P, P rounded to E4M3 (nearest even, saturating) for P V, O = (P V) / l rounded
+// to o_dtype. o_dtype is read only for FP8 inputs.
 std::vector<float> attention_fused_baseline(const Shape& s, const Inputs& in, evosdpa_dtype_t dtype,
-                                            int64_t row_step = 1);
+                                            int64_t row_step = 1, evosdpa_dtype_t o_dtype = EVOSDPA_DTYPE_FLOAT16);
+
+// log2 of the largest P an FP8 kernel feeds its P.V GEMM: 2^8 = 256 <= 448 keeps P's largest values in
+// E4M3's normal range and its small ones above the subnormals for longer (FlashAttention-3's offset).
+inline constexpr float kFp8MaxOffset = 8.f;
+
+// P rounded as the P.V GEMM of a kernel in this dtype sees it: to the dtype, or to E4M3 for FP8 inputs.
+float round_p(evosdpa_dtype_t dtype, float p);
 
 // Keep the rows i % row_step == 0 of a BHSD tensor with `width` values per row (D for O, 1 for lse).
 template <typename T>

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -59,17 +60,56 @@ bool Shape::visible(int64_t i, int64_t j) const {
   }
 }
 
-Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uint64_t seed) {
+namespace {
+
+// Quantise a BHSD tensor of `heads` heads to E4M3 in place (x becomes its real value, code * descale),
+// with one descale per tensor or per (batch, K/V head): query head h belongs to K/V head h / group.
+void quantize_e4m3(std::vector<float>& x, std::vector<uint8_t>& codes, std::vector<float>& descale, const Shape& s,
+                   int64_t heads, int64_t seqlen, bool per_head) {
+  const int64_t group = heads / s.heads_kv, slice = seqlen * s.head_dim;  // elements of one head
+  const int64_t scales = per_head ? s.batch * s.heads_kv : 1;
+  const auto scale_of = [&](int64_t bh) { return per_head ? (bh / heads) * s.heads_kv + bh % heads / group : 0; };
+  std::vector<float> amax(static_cast<size_t>(scales), 0.f);
+  for (int64_t bh = 0; bh < s.batch * heads; ++bh)
+    for (int64_t i = 0; i < slice; ++i)
+      amax[static_cast<size_t>(scale_of(bh))] =
+          std::max(amax[static_cast<size_t>(scale_of(bh))], std::abs(x[static_cast<size_t>(bh * slice + i)]));
+  descale.resize(static_cast<size_t>(scales));
+  for (int64_t i = 0; i < scales; ++i)
+    descale[static_cast<size_t>(i)] = amax[static_cast<size_t>(i)] > 0.f ? amax[static_cast<size_t>(i)] / kE4m3Max : 1.f;
+  codes.resize(x.size());
+  for (int64_t bh = 0; bh < s.batch * heads; ++bh) {
+    const float d = descale[static_cast<size_t>(scale_of(bh))];
+    for (int64_t i = 0; i < slice; ++i) {
+      const size_t at = static_cast<size_t>(bh * slice + i);
+      codes[at] = encode_e4m3(x[at] / d);
+      x[at] = decode_e4m3(codes[at]) * d;
+    }
+  }
+}
+
+}  // namespace
+
+Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uint64_t seed, Fp8Setup fp8) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.f, 1.f);
+  const bool is_fp8 = dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
   Inputs in;
   auto fill = [&](std::vector<float>& t, int64_t n, double sigma) {
     t.resize(static_cast<size_t>(n));
-    for (float& x : t) x = round_to(dtype, static_cast<float>(sigma) * dist(rng));
+    for (float& x : t) {
+      x = static_cast<float>(sigma) * dist(rng);
+      if (!is_fp8) x = round_to(dtype, x);
+    }
   };
   fill(in.q, s.q_elems(), qk_sigma);
   fill(in.k, s.kv_elems(), qk_sigma);
   fill(in.v, s.kv_elems(), 1.0);
+  if (is_fp8 && s.heads_kv > 0) {
+    quantize_e4m3(in.q, in.q8, in.q_descale, s, s.heads_q, s.seqlen_q, fp8.per_head);
+    quantize_e4m3(in.k, in.k8, in.k_descale, s, s.heads_kv, s.seqlen_k, fp8.per_head);
+    quantize_e4m3(in.v, in.v8, in.v_descale, s, s.heads_kv, s.seqlen_k, fp8.per_head);
+  }
   return in;
 }
 

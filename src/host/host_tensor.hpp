@@ -37,14 +37,29 @@ struct Shape {
   bool visible(int64_t i, int64_t j) const;
 };
 
-// Inputs as the exact dtype values (already rounded), in float, BHSD.
+// Inputs in float, BHSD: the exact dtype values (already rounded), or with FP8 inputs the real values,
+// each stored E4M3 value times its descale (rounded to float, as the kernels dequantise).
 struct Inputs {
   std::vector<float> q, k, v;
+  // FP8 inputs only: the stored E4M3 codes (BHSD) and the descales, one per tensor (size 1) or per
+  // (batch, K/V head) ([B, Hkv] row-major).
+  std::vector<uint8_t> q8, k8, v8;
+  std::vector<float> q_descale, k_descale, v_descale;
+  bool per_head_scales() const { return q_descale.size() > 1; }
+};
+
+// How FP8 inputs are quantised and what such a call outputs; ignored for 16-bit inputs (whose O has
+// their dtype).
+struct Fp8Setup {
+  evosdpa_dtype_t o_dtype = EVOSDPA_DTYPE_FLOAT16;
+  bool per_head = false;  // descales per (batch, K/V head) instead of per tensor
 };
 
 // Fresh normal inputs rounded to dtype: Q and K with standard deviation `qk_sigma` (large values stress
-// the online softmax), V standard normal. `seed` makes a run reproducible.
-Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uint64_t seed);
+// the online softmax), V standard normal. `seed` makes a run reproducible. FP8: each tensor (or each
+// (batch, K/V head) slice) is scaled so that its largest magnitude maps to 448, E4M3's largest value
+// (descale = amax / 448, PyTorch's and FlashAttention-3's recipe), and rounded to E4M3.
+Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uint64_t seed, Fp8Setup fp8 = {});
 
 // Copy a BHSD float tensor into a dtype buffer with the given element strides ([B,H,L,D], D contiguous);
 // elements not covered stay as they are.

@@ -37,6 +37,8 @@ std::string describe(const KCase& c) {
   if (!std::isnan(c.s.scale))
     o << "_scale" << (c.s.scale < 0 ? "neg" : "") << static_cast<int>(std::abs(c.s.scale) * 100);
   if (!c.lse) o << "_nolse";
+  if (c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)
+    o << "_o" << evosdpa::host::dtype_name(c.fp8.o_dtype) << (c.fp8.per_head ? "_perhead" : "_pertensor");
   return o.str();
 }
 
@@ -88,6 +90,33 @@ std::vector<KCase> all_cases() {
     cases.push_back({"emptykv", shape(2, 2, 2, 37, 0, 64, F), dt});
     cases.push_back({"emptykv", shape(1, 2, 2, 70, 0, 128, BR), dt});
     cases.push_back({"nolse", shape(1, 3, 3, 150, 150, 128, TL), dt, Layout::BHSD, 1.0, false});
+  }
+  // FP8 (E4M3) inputs: the same kinds of case, fewer of each, with fp16 and bf16 outputs and descales
+  // per tensor and per (batch, K/V head).
+  {
+    const auto dt = EVOSDPA_DTYPE_FLOAT8_E4M3;
+    const evosdpa::host::Fp8Setup h{EVOSDPA_DTYPE_FLOAT16, false}, b{EVOSDPA_DTYPE_BFLOAT16, false},
+        hh{EVOSDPA_DTYPE_FLOAT16, true}, bh{EVOSDPA_DTYPE_BFLOAT16, true};
+    const auto L = Layout::BHSD;
+    cases.push_back({"accept", shape(1, 8, 8, 512, 512, 64, F), dt, L, 1.0, true, 1, h});
+    cases.push_back({"accept", shape(1, 8, 8, 512, 512, 64, TL), dt, L, 1.0, true, 1, b});
+    cases.push_back({"accept", shape(2, 8, 8, 2048, 2048, 128, F), dt, L, 1.0, true, 7, hh});
+    for (int64_t len : {1, 17, 129, 1000})
+      for (int64_t d : {64, 128})
+        for (auto c : {F, TL}) cases.push_back({"odd", shape(1, 2, 2, len, len, d, c), dt, L, 1.0, true, 1, d == 64 ? h : b});
+    for (auto [lq, lk] : {std::pair{100, 300}, {300, 100}, {64, 1000}})
+      for (auto c : {F, TL, BR}) cases.push_back({"lqlk", shape(1, 2, 2, lq, lk, 64, c), dt, L, 1.0, true, 1, bh});
+    for (auto layout : {Layout::BSHD, Layout::Padded})
+      for (int64_t d : {64, 128}) cases.push_back({"layout", shape(2, 4, 4, 333, 271, d, BR), dt, layout, 1.0, true, 1, hh});
+    cases.push_back({"gqa", shape(2, 8, 2, 257, 257, 64, BR), dt, L, 1.0, true, 1, bh});
+    cases.push_back({"gqa", shape(1, 6, 3, 130, 190, 128, F), dt, Layout::BSHD, 1.0, true, 1, hh});
+    for (int64_t d : {64, 128}) cases.push_back({"large", shape(1, 2, 2, 300, 700, d, F), dt, L, 6.0, true, 1, d == 64 ? h : bh});
+    cases.push_back({"biggrid", shape(4, 16, 8, 777, 1000, 128, TL), dt, Layout::BSHD, 1.0, true, 7, bh});
+    cases.push_back({"scale", shape(1, 2, 2, 200, 333, 64, F, 0.3), dt, L, 1.0, true, 1, h});
+    cases.push_back({"scale", shape(1, 2, 2, 200, 333, 128, TL, -0.2), dt, L, 1.0, true, 1, b});
+    cases.push_back({"scale", shape(1, 2, 2, 150, 170, 64, BR, 0.0), dt, L, 1.0, true, 1, hh});
+    cases.push_back({"emptykv", shape(2, 2, 2, 37, 0, 64, F), dt, L, 1.0, true, 1, h});
+    cases.push_back({"nolse", shape(1, 3, 3, 150, 150, 128, TL), dt, L, 1.0, false, 1, b});
   }
   // Large: many blocks and tiles; sampled rows.
   cases.push_back({"big", shape(4, 16, 16, 4096, 4096, 128, F), EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, 1.0, true, 61});

@@ -27,6 +27,7 @@ struct KCase {
   double qk_sigma = 1.0;
   bool lse = true;
   int64_t row_step = 1;  // check every row_step-th query row against the CPU (all rows must be finite)
+  evosdpa::host::Fp8Setup fp8 = {};  // FP8 inputs: output type and descale granularity
 };
 
 evosdpa::host::Shape shape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d,

@@ -136,6 +136,9 @@ Output run(const Shape& s, evosdpa_dtype_t dtype, const Expected& e, Bug bug, Si
   out.lse.assign(static_cast<size_t>(s.rows()), 0.f);
   const float scale = static_cast<float>(s.effective_scale()) * (bug == Bug::Scale2Pct ? 1.02f : 1.f);
   const float scale_log2 = scale * kLog2e;
+  // FP8 inputs: P = 2^(S - m + offset) rounded to E4M3, O rounded to the call's o_dtype.
+  const bool fp8 = dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
+  const float offset = fp8 ? evosdpa::host::kFp8MaxOffset : 0.f;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for_checked_rows(s, e.row_step, [&](int64_t r) {
     const int64_t i = r % s.seqlen_q;
@@ -167,9 +170,9 @@ Output run(const Shape& s, evosdpa_dtype_t dtype, const Expected& e, Bug bug, Si
       l *= alpha;
       for (float& a : acc) a *= alpha;
       for (int64_t jj = 0; jj < n; ++jj) {
-        const float p = std::exp2(t[static_cast<size_t>(jj)] - m_new);
+        const float p = std::exp2(t[static_cast<size_t>(jj)] - m_new + offset);
         l += p;
-        const float pr = evosdpa::host::round_to(dtype, p);
+        const float pr = evosdpa::host::round_p(dtype, p);
         const float* v = kv_row(s, e.in.v, r, key0 + jj);
         for (int64_t d = 0; d < s.head_dim; ++d) acc[static_cast<size_t>(d)] += pr * v[d];
       }
@@ -180,8 +183,8 @@ Output run(const Shape& s, evosdpa_dtype_t dtype, const Expected& e, Bug bug, Si
       out.lse[static_cast<size_t>(r)] = kNegInf;
       return;
     }
-    for (int64_t d = 0; d < s.head_dim; ++d) o[d] = evosdpa::host::round_to(dtype, acc[static_cast<size_t>(d)] / l);
-    out.lse[static_cast<size_t>(r)] = (m + std::log2(l)) / kLog2e;
+    for (int64_t d = 0; d < s.head_dim; ++d) o[d] = evosdpa::host::round_to(e.o_dtype, acc[static_cast<size_t>(d)] / l);
+    out.lse[static_cast<size_t>(r)] = (m - offset + std::log2(l)) / kLog2e;
   });
   return out;
 }

@@ -44,18 +44,37 @@ double max_abs(const std::vector<double>& x) {
 
 bool same_checked_rows(const emulation::Output& a, const emulation::Output& b) { return a.o == b.o && a.lse == b.lse; }
 
+// Exact effect of the 2% scale bug on O (max over the checked rows, float64): with FP8 inputs and no
+// lse to check, the output alone may not show it (the lse shows it on every other case).
+double scale_bug_effect(const KCase& c, const Expected& e) {
+  Shape bad = c.s;
+  bad.scale = static_cast<double>(static_cast<float>(c.s.effective_scale()) * 1.02f);
+  const Reference r = attention_f64(bad, e.in, c.row_step);
+  double m = 0;
+  const std::vector<double> want = sample_rows(e.ref.o, c.s, c.s.head_dim, c.row_step);
+  const std::vector<double> got = sample_rows(r.o, c.s, c.s.head_dim, c.row_step);
+  for (size_t i = 0; i < want.size(); ++i) m = std::max(m, std::abs(got[i] - want[i]));
+  return m;
+}
+
 class AccuracyRule : public ::testing::TestWithParam<KCase> {};
 
 TEST_P(AccuracyRule, AcceptsTheCorrectModelAndRejectsEveryPlantedBug) {
   const KCase& c = GetParam();
   const uint64_t seed = case_seed(seed_base(), describe(c));
-  const Expected e = make_expected(c.s, c.dtype, c.qk_sigma, c.row_step, seed);
+  const Expected e = make_expected(c.s, c.dtype, c.qk_sigma, c.row_step, seed, c.fp8);
   const emulation::Output good = emulation::run(c.s, c.dtype, e, Bug::None, {});
   const Verdict ok = check_attention(c.s, c.dtype, e, good.o, c.lse ? &good.lse : nullptr);
   EXPECT_TRUE(ok.pass) << "correct model rejected: " << ok.message << " (seed " << seed << ")";
   std::printf("  %-12s %s\n", "correct", ok.message.c_str());
   const emulation::Sites sites = emulation::choose_sites(c.s, e);
-  const double rounding = (c.dtype == EVOSDPA_DTYPE_BFLOAT16 ? 0x1p-9 : 0x1p-11) * max_abs(e.ref.o);
+  // What the rule cannot tell from rounding: one rounding of max|O| for 16-bit inputs; with FP8 inputs,
+  // whose P is rounded to E4M3 (2^-4 relative), twice the plain FP8 computation's own error, the margin
+  // the rule gives a correct kernel whose P rounds differently (a 2% scale error moved O by 0.05 on a
+  // case whose baseline error was 0.045: no rule on O alone can call that a bug and pass every kernel).
+  const double rounding = c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3
+                              ? 2 * e.baseline_error
+                              : (c.dtype == EVOSDPA_DTYPE_BFLOAT16 ? 0x1p-9 : 0x1p-11) * max_abs(e.ref.o);
   for (Bug bug : emulation::kBugs) {
     const emulation::Site site = sites.for_bug(bug);
     const emulation::Output bad = emulation::run(c.s, c.dtype, e, bug, site);
@@ -70,10 +89,18 @@ TEST_P(AccuracyRule, AcceptsTheCorrectModelAndRejectsEveryPlantedBug) {
       std::printf("  %-12.12s did not fire: every checked row sees one tile, or its running max never rises after the first\n", name);
       continue;
     }
+    if (bug == Bug::Scale2Pct && c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 && !c.lse) {
+      const double effect = scale_bug_effect(c, e);
+      if (effect <= rounding) {
+        std::printf("  %-12.12s skipped: no lse, and its exact effect on O %.3g is below twice FP8's baseline error (%.3g)\n",
+                    name, effect, rounding);
+        continue;
+      }
+    }
     const bool one_key = bug == Bug::RowMaskOffBy1 || bug == Bug::KeyDropped;
     if (one_key && site.effect <= rounding) {
-      std::printf("  %-12.12s skipped: exact effect %.3g is below one rounding of max|O| (%.3g)\n", name,
-                  site.effect, rounding);
+      std::printf("  %-12.12s skipped: exact effect %.3g is below one rounding of max|O| (FP8: twice the baseline error) (%.3g)\n",
+                  name, site.effect, rounding);
       continue;
     }
     const Verdict v = check_attention(c.s, c.dtype, e, bad.o, c.lse ? &bad.lse : nullptr);

@@ -47,21 +47,63 @@ void upload(DeviceBuffer& buf, const std::vector<float>& x, Layout l, int64_t B,
     throw std::runtime_error("upload failed");
 }
 
+// FP8: the E4M3 codes (BHSD) at the layout's strides, untouched storage holding 448's code.
+void upload_codes(DeviceBuffer& buf, const std::vector<uint8_t>& codes, Layout l, int64_t B, int64_t H, int64_t L,
+                  int64_t D) {
+  const Strides st = strides_for(l, H, L, D);
+  std::vector<uint8_t> host(buf.bytes, encode_e4m3(kE4m3Max));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t d = 0; d < D; ++d)
+          host[static_cast<size_t>(b * st.batch + h * st.head + i * st.seq + d)] =
+              codes[static_cast<size_t>(((b * H + h) * L + i) * D + d)];
+  if (cudaMemcpy(buf.ptr, host.data(), buf.bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+    throw std::runtime_error("upload failed");
+}
+
+void upload_floats(DeviceBuffer& buf, const std::vector<float>& x) {
+  if (!x.empty() && cudaMemcpy(buf.ptr, x.data(), x.size() * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+    throw std::runtime_error("upload failed");
+}
+
 }  // namespace
 
-DeviceProblem::DeviceProblem(const Shape& s, evosdpa_dtype_t dtype, Layout layout, const Inputs& in, bool with_lse)
+DeviceProblem::DeviceProblem(const Shape& s, evosdpa_dtype_t dtype, Layout layout, const Inputs& in, bool with_lse,
+                             evosdpa_dtype_t o_dtype)
     : shape_(s),
       dtype_(dtype),
+      o_dtype_(dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? o_dtype : dtype),
       layout_(layout),
-      q_(2 * storage_elems(layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim)),
-      k_(2 * storage_elems(layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim)),
-      v_(2 * storage_elems(layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim)),
+      q_(evosdpa_dtype_size(dtype) * storage_elems(layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim)),
+      k_(evosdpa_dtype_size(dtype) * storage_elems(layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim)),
+      v_(evosdpa_dtype_size(dtype) * storage_elems(layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim)),
       o_(2 * storage_elems(layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim)),
-      lse_(with_lse ? 4 * s.rows() + 4 : 0) {
-  upload(q_, in.q, layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim, dtype);
-  upload(k_, in.k, layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim, dtype);
-  upload(v_, in.v, layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim, dtype);
+      lse_(with_lse ? 4 * s.rows() + 4 : 0),
+      q_descale_(4 * in.q_descale.size()),
+      k_descale_(4 * in.k_descale.size()),
+      v_descale_(4 * in.v_descale.size()) {
   evosdpa_params_init(&params_);
+  if (dtype == EVOSDPA_DTYPE_FLOAT8_E4M3) {
+    upload_codes(q_, in.q8, layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim);
+    upload_codes(k_, in.k8, layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim);
+    upload_codes(v_, in.v8, layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim);
+    upload_floats(q_descale_, in.q_descale);
+    upload_floats(k_descale_, in.k_descale);
+    upload_floats(v_descale_, in.v_descale);
+    params_.o_dtype = o_dtype_;
+    params_.q_descale = static_cast<const float*>(q_descale_.ptr);
+    params_.k_descale = static_cast<const float*>(k_descale_.ptr);
+    params_.v_descale = static_cast<const float*>(v_descale_.ptr);
+    if (in.per_head_scales()) {  // [B, Hkv]
+      params_.descale_batch_stride = s.heads_kv;
+      params_.descale_head_stride = 1;
+    }
+  } else {
+    upload(q_, in.q, layout, s.batch, s.heads_q, s.seqlen_q, s.head_dim, dtype);
+    upload(k_, in.k, layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim, dtype);
+    upload(v_, in.v, layout, s.batch, s.heads_kv, s.seqlen_k, s.head_dim, dtype);
+  }
   params_.q = q_.ptr;
   params_.k = k_.ptr;
   params_.v = v_.ptr;
@@ -102,7 +144,7 @@ std::vector<uint16_t> DeviceProblem::raw_output() const {
 
 std::vector<float> DeviceProblem::output() const {
   const Strides st = strides_for(layout_, shape_.heads_q, shape_.seqlen_q, shape_.head_dim);
-  return gather(raw_output(), shape_.batch, shape_.heads_q, shape_.seqlen_q, shape_.head_dim, dtype_, st.batch,
+  return gather(raw_output(), shape_.batch, shape_.heads_q, shape_.seqlen_q, shape_.head_dim, o_dtype_, st.batch,
                 st.head, st.seq);
 }
 
@@ -127,7 +169,7 @@ const evosdpa::host::Expected& expected_for(const test_cases::KCase& c) {
   auto& slot = cache[test_cases::describe(c)];
   if (!slot)
     slot = std::make_unique<evosdpa::host::Expected>(evosdpa::host::make_expected(
-        c.s, c.dtype, c.qk_sigma, c.row_step, evosdpa::host::case_seed(run_seed(), test_cases::describe(c))));
+        c.s, c.dtype, c.qk_sigma, c.row_step, evosdpa::host::case_seed(run_seed(), test_cases::describe(c)), c.fp8));
   return *slot;
 }
 

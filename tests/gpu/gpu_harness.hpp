@@ -49,8 +49,10 @@ int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, in
 // A problem uploaded to the device, ready to run repeatedly.
 class DeviceProblem {
  public:
+  // FP8 inputs (dtype EVOSDPA_DTYPE_FLOAT8_E4M3): in's E4M3 codes and descales are uploaded and O is
+  // o_dtype; o_dtype is read only for FP8 inputs.
   DeviceProblem(const evosdpa::host::Shape& s, evosdpa_dtype_t dtype, Layout layout,
-                const evosdpa::host::Inputs& in, bool with_lse);
+                const evosdpa::host::Inputs& in, bool with_lse, evosdpa_dtype_t o_dtype = EVOSDPA_DTYPE_FLOAT16);
   evosdpa_params_t params() const { return params_; }
   void poison();                             // fill O and lse with NaN bits
   std::vector<float> output() const;         // O as BHSD floats
@@ -60,9 +62,10 @@ class DeviceProblem {
 
  private:
   evosdpa::host::Shape shape_;
-  evosdpa_dtype_t dtype_;
+  evosdpa_dtype_t dtype_, o_dtype_;
   Layout layout_;
   DeviceBuffer q_, k_, v_, o_, lse_;
+  DeviceBuffer q_descale_, k_descale_, v_descale_;  // FP8 inputs only
   evosdpa_params_t params_;
 };
 

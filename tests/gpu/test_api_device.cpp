@@ -100,6 +100,46 @@ TEST(DeviceApi, OutputOverlappingAnInputIsRefusedBeforeAnyLaunch) {
   EXPECT_EQ(evosdpa::supports(p).status, EVOSDPA_ERROR_INVALID_ARGUMENT);
 }
 
+// FP8 descales are device pointers like the tensors: host memory is refused naming the descale, and a
+// graph captured with them reads the scales at replay (new values, no recapture).
+TEST(DeviceApi, Fp8DescalesAreDeviceMemoryReadAtRunTime) {
+  const Shape s = small_shape();
+  const Inputs in = random_inputs(s, EVOSDPA_DTYPE_FLOAT8_E4M3, 1.0, 6);
+  // bf16 output: doubling stays exact down to tiny values (fp16's subnormals would round 2x differently).
+  DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT8_E4M3, Layout::BHSD, in, true, EVOSDPA_DTYPE_BFLOAT16);
+  auto p = prob.params();
+  const float host_scale = 1.f;
+  p.k_descale = &host_scale;
+  const auto r = evosdpa::attention_forward(p);
+  EXPECT_EQ(r.status, EVOSDPA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(r.message.find("k_descale is host memory"), std::string::npos) << r.message;
+
+  p = prob.params();
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  ASSERT_TRUE(evosdpa::attention_forward(p, stream).ok());
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const std::vector<float> first = prob.output();
+  // V's descale doubled on the device: the replayed graph's O doubles (exactly: a power of two).
+  const float doubled = 2.f * in.v_descale[0];
+  CUDA_OK(cudaMemcpy(const_cast<float*>(p.v_descale), &doubled, 4, cudaMemcpyHostToDevice));
+  prob.poison();
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const std::vector<float> second = prob.output();
+  ASSERT_EQ(first.size(), second.size());
+  for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(second[i], 2.f * first[i]) << i;
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
 TEST(DeviceApi, RunsOnAStreamAndInsideACudaGraph) {
   const Shape s = small_shape(128);
   DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BSHD, random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 3), true);
