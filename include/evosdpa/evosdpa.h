@@ -14,8 +14,13 @@
 #ifndef EVOSDPA_EVOSDPA_H
 #define EVOSDPA_EVOSDPA_H
 
+#ifdef __CUDACC_RTC__ /* NVRTC (evosdpa-tune's run-time candidates): libcu++ stands in for the C library */
+#include <cuda/std/cstddef>
+#include <cuda/std/cstdint>
+#else
 #include <stddef.h>
 #include <stdint.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {

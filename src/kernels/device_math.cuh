@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 namespace evosdpa::detail {
 

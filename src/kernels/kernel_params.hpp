@@ -2,7 +2,7 @@
 // host from the validated public parameters (see make_kernel_params in dispatch.cpp).
 #pragma once
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 #include "evosdpa/evosdpa.h"
 

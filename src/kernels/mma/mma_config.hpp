@@ -3,7 +3,7 @@
 // kernels are compiled from.
 #pragma once
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 #include "evosdpa/evosdpa.h"
 
@@ -40,12 +40,17 @@ struct TileConfig {
 //   D=64: 303 against 276). D=128 keeps Q in shared memory to fit 255 registers.
 // - small_grid rows: fewer query rows per block, so a problem of few (batch, head, 128-row) blocks, such
 //   as B=1 H=8 L=512, spreads over more SMs (15.6 -> 9.9 us for that shape, CUDA-graph replay).
+#ifdef EVOSDPA_TUNE_CANDIDATE
+// evosdpa-tune compiles a candidate row (tune/candidate.cpp) as the whole table, with NVRTC.
+inline constexpr TileConfig kConfigs[] = {EVOSDPA_TUNE_CANDIDATE};
+#else
 inline constexpr TileConfig kConfigs[] = {
     {64, 4, 2, 64, 2, true, false},
     {128, 4, 2, 64, 2, false, false},
     {64, 4, 1, 64, 2, true, true},
     {128, 4, 1, 64, 2, false, true},
 };
+#endif
 inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 // Index of the head_dim's default (or small-grid) variant in kConfigs; -1 if there is none.
@@ -84,7 +89,9 @@ constexpr bool all_valid() {
   return true;
 }
 static_assert(all_valid(), "invalid mma_sm80 tile configuration, or one over sm_86/sm_89's 99 KiB per block");
+#ifndef EVOSDPA_TUNE_CANDIDATE
 static_assert(config_index(64, false) >= 0 && config_index(128, false) >= 0, "64 and 128 need a default variant");
+#endif
 
 // The kernel (mma_kernel.cuh) indexes tokens with 32-bit ints and adds tile sizes to them:
 // seqlen + block_m - 1 and seqlen + block_n - 1 (query/key tile counts), q0 + block_m and

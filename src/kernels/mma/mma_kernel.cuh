@@ -11,7 +11,7 @@
 // ldmatrix, cp.async and the O staging stores are free of bank conflicts without padding.
 #pragma once
 
-#include <cmath>
+#include "kernels/rtc_std.hpp"
 
 #include "kernels/kernel_params.hpp"
 #include "kernels/mma/mma_config.hpp"
