@@ -180,14 +180,14 @@ def test_fp8_accepted_forms():
 
 @pytest.mark.parametrize("shapes, out_dtype, exc, text", [
     (((), None, ()), None, ValueError, "k_descale is missing"),
-    (((), (), ()), torch.float32, TypeError, "out_dtype must be torch.float16 or torch.bfloat16"),
+    (((), (), ()), "float32", TypeError, "out_dtype must be torch.float16 or torch.bfloat16"),
     (((), (2, 8), (2, 8)), None, ValueError, r"k_descale has shape \(2, 8\); expected .* \(2, 4\)"),
     (((2, 4), (), ()), None, ValueError, "must share a granularity"),
 ])
 def test_fp8_bad_arguments_are_named(shapes, out_dtype, exc, text):
     with fake_cuda() as cuda:
         with pytest.raises(exc, match=text):
-            fp8_call(cuda, shapes, out_dtype=out_dtype)
+            fp8_call(cuda, shapes, out_dtype=None if out_dtype is None else getattr(torch, out_dtype))
 
 
 def test_fp8_descale_dtype_and_sixteen_bit_inputs():
