@@ -12,7 +12,7 @@ from evosdpa import _lib
 
 
 def test_import_and_kernel_names():
-    assert evosdpa.kernel_names() == ["wgmma_sm90", "mma_sm80", "reference"]
+    assert evosdpa.kernel_names() == ["wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"]
     assert os.path.exists(evosdpa.library_path())
     assert evosdpa.__version__ == "0.3.0"
 

@@ -63,18 +63,22 @@ def test_matches_float64(case, layout, dtype, rng):
     check_attention(from_layout(out, layout), q, k, v, causal=causal, alignment=alignment, lse=lse, rng=rng)
 
 
+@pytest.mark.parametrize("kernel", ["auto", "mma_fp8_sm89"])
 @pytest.mark.parametrize("out_dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("granularity", ["tensor", "head"])
 @pytest.mark.parametrize("case", CASES[::2], ids=case_id)
-def test_fp8_matches_float64(case, granularity, out_dtype, rng):
+def test_fp8_matches_float64(case, granularity, out_dtype, kernel, rng):
     # Quantised with the package's own helper; judged against float64 on the dequantised inputs.
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("FP8 inputs need compute capability 8.9 or newer")
     b, hq, hkv, lq, lk, d, causal, alignment = case
     q, k, v = (rng.randn(b, h, n, d, dtype=torch.float32) for h, n in ((hq, lq), (hkv, lk), (hkv, lk)))
     q8, qd = evosdpa.quantize_fp8(q, granularity, heads_kv=hkv)
     k8, kd = evosdpa.quantize_fp8(k, granularity)
     v8, vd = evosdpa.quantize_fp8(v, granularity)
     out, lse = evosdpa.attention(q8, k8, v8, causal=causal, causal_alignment=alignment, return_lse=True,
-                                 q_descale=qd, k_descale=kd, v_descale=vd, out_dtype=getattr(torch, out_dtype))
+                                 q_descale=qd, k_descale=kd, v_descale=vd, out_dtype=getattr(torch, out_dtype),
+                                 kernel=kernel)
     check_attention(out, q8, k8, v8, causal=causal, alignment=alignment, lse=lse, rng=rng, descales=(qd, kd, vd))
 
 
@@ -234,6 +238,10 @@ def test_opcheck(rng):
     for args in [(q, k, v, 0, math.nan, True, "bhsd", "auto"), (q, k, v, 2, 0.125, False, "bhsd", "mma_sm80"),
                  (q, k, v, 1, 0.0, True, "bhsd", "auto")]:
         torch.library.opcheck(torch.ops.evosdpa.attention_fwd.default, args)
+    if torch.cuda.get_device_capability() >= (8, 9):  # FP8 inputs, descales and out_dtype through the op
+        (q8, qd), (k8, kd), (v8, vd) = (evosdpa.quantize_fp8(t.float()) for t in (q, k, v))
+        torch.library.opcheck(torch.ops.evosdpa.attention_fwd.default,
+                              (q8, k8, v8, 1, math.nan, True, "bhsd", "auto", qd, kd, vd, torch.bfloat16))
 
 
 def test_named_kernels_agree(rng):
@@ -241,6 +249,8 @@ def test_named_kernels_agree(rng):
     for name in evosdpa.kernel_names():
         if name == "wgmma_sm90" and torch.cuda.get_device_capability()[0] != 9:
             continue  # Hopper only
+        if name == "mma_fp8_sm89":
+            continue  # FP8 inputs only: test_fp8_matches_float64
         out, lse = evosdpa.attention(q, k, v, causal=True, kernel=name, return_lse=True)
         check_attention(out, q, k, v, causal=True, lse=lse, rng=rng, what=f"kernel {name}")
     with pytest.raises(ValueError, match="unknown kernel"):

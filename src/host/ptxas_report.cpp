@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "kernels/mma/mma_config.hpp"
+#include "kernels/mma_fp8/mma_fp8_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 
 namespace evosdpa::host {
@@ -40,6 +41,16 @@ void fill_launch_shape(KernelResources& k) {
       if (row >= 0 && row < detail::wgmma_sm90::kConfigCount) {
         k.threads_per_block = detail::wgmma_sm90::kConfigs[row].threads();
         k.dynamic_smem_bytes = detail::wgmma_sm90::kConfigs[row].smem_bytes();
+      }
+    }
+  } else if (k.function.find("mma_fp8") != std::string::npos &&
+             k.function.find("attention_kernel") != std::string::npos) {
+    std::smatch m;
+    if (std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) {
+      const int row = std::stoi(m[1]);
+      if (row >= 0 && row < detail::mma_fp8::kConfigCount) {
+        k.threads_per_block = detail::mma_fp8::kConfigs[row].threads();
+        k.dynamic_smem_bytes = detail::mma_fp8::kConfigs[row].smem_bytes();
       }
     }
   } else if (k.function.find("reference_kernel") != std::string::npos) {

@@ -7,6 +7,7 @@ namespace evosdpa::detail {
 // Each family defines its KernelFamily in its own folder. Adding a family: declare it here and put it
 // in kFamilies at its place in speed order.
 extern const KernelFamily kMmaSm80Family;    // kernels/mma/mma_family.cpp
+extern const KernelFamily kMmaFp8Family;     // kernels/mma_fp8/mma_fp8_family.cpp
 extern const KernelFamily kReferenceFamily;  // kernels/reference/reference.cu
 extern const KernelFamily kWgmmaSm90Family;  // kernels/wgmma/wgmma_family.cpp
 
@@ -15,7 +16,8 @@ namespace {
 // wgmma_sm90 first: on an H100 it ran 1.2-1.7x mma_sm80's speed at L=4096 (docs/perf-log.md, v8); it
 // leaves D=64 grids of less than one wave whose keys it does not split to mma_sm80's small-grid variant
 // (auto_prefers).
-const KernelFamily* const kFamilies[] = {&kWgmmaSm90Family, &kMmaSm80Family, &kReferenceFamily};
+// mma_fp8_sm89 (FP8 inputs only) before the reference, which is the only other family that takes them.
+const KernelFamily* const kFamilies[] = {&kWgmmaSm90Family, &kMmaSm80Family, &kMmaFp8Family, &kReferenceFamily};
 
 }  // namespace
 

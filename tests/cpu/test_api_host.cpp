@@ -67,13 +67,15 @@ TEST(CApi, StatusStringsAndKernelNames) {
   EXPECT_STREQ(evosdpa_status_string(EVOSDPA_SUCCESS), "EVOSDPA_SUCCESS");
   EXPECT_STREQ(evosdpa_status_string(EVOSDPA_ERROR_NO_DEVICE), "EVOSDPA_ERROR_NO_DEVICE");
   EXPECT_STREQ(evosdpa_status_string(static_cast<evosdpa_status_t>(99)), "EVOSDPA_UNKNOWN_STATUS");
-  ASSERT_EQ(evosdpa_kernel_count(), 3);
+  ASSERT_EQ(evosdpa_kernel_count(), 4);
   EXPECT_STREQ(evosdpa_kernel_name(0), "wgmma_sm90");
   EXPECT_STREQ(evosdpa_kernel_name(1), "mma_sm80");
-  EXPECT_STREQ(evosdpa_kernel_name(2), "reference");
-  EXPECT_EQ(evosdpa_kernel_name(3), nullptr);
+  EXPECT_STREQ(evosdpa_kernel_name(2), "mma_fp8_sm89");
+  EXPECT_STREQ(evosdpa_kernel_name(3), "reference");
+  EXPECT_EQ(evosdpa_kernel_name(4), nullptr);
   EXPECT_EQ(evosdpa_kernel_name(-1), nullptr);
-  EXPECT_EQ(evosdpa::kernel_names(), (std::vector<std::string>{"wgmma_sm90", "mma_sm80", "reference"}));
+  EXPECT_EQ(evosdpa::kernel_names(),
+            (std::vector<std::string>{"wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"}));
 }
 
 TEST(CApi, ParamsInitAndStrideHelpers) {

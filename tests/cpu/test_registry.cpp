@@ -33,10 +33,11 @@ TEST(Registry, NamesAreUniqueAndComeFromTheTable) {
 }
 
 TEST(Registry, SelectionOrder) {
-  ASSERT_EQ(kernel_count(), 3);
+  ASSERT_EQ(kernel_count(), 4);
   EXPECT_STREQ(kernel_name(0), "wgmma_sm90");
   EXPECT_STREQ(kernel_name(1), "mma_sm80");
-  EXPECT_STREQ(kernel_name(2), "reference");
+  EXPECT_STREQ(kernel_name(2), "mma_fp8_sm89");
+  EXPECT_STREQ(kernel_name(3), "reference");
   EXPECT_STREQ(find_family("wgmma_sm90")->cuda_archs, "90a");
 }
 

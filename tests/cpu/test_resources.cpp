@@ -11,6 +11,7 @@
 
 #include "host/ptxas_report.hpp"
 #include "kernels/mma/mma_config.hpp"
+#include "kernels/mma_fp8/mma_fp8_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 
 using namespace evosdpa::host;
@@ -20,13 +21,16 @@ namespace {
 TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   const auto kernels = load_ptxas_logs(EVOSDPA_PTXAS_LOG_DIR);
   ASSERT_FALSE(kernels.empty()) << "no ptxas output in " << EVOSDPA_PTXAS_LOG_DIR;
-  std::set<std::string> mma, wgmma;
+  std::set<std::string> mma, wgmma, fp8;
   for (const auto& k : kernels) {
     if (k.function.find("mma_sm80") != std::string::npos) mma.insert(k.function);
+    if (k.function.find("mma_fp8") != std::string::npos) fp8.insert(k.function);
     if (k.function.find("wgmma_sm90") != std::string::npos && k.arch == "sm_90a") wgmma.insert(k.function);
   }
   EXPECT_EQ(mma.size(), 2u * evosdpa::detail::mma_sm80::kConfigCount)
       << "expected fp16 and bf16 instantiations of every tile-table row";
+  EXPECT_EQ(fp8.size(), 2u * evosdpa::detail::mma_fp8::kConfigCount)
+      << "expected fp16- and bf16-output instantiations of every FP8 tile-table row";
   // Per Hopper row, fp16 and bf16, a persistent kernel and (rows that split rows, not keys) a cluster one.
   size_t expected = 0;
   for (const auto& c : evosdpa::detail::wgmma_sm90::kConfigs) expected += c.split_keys ? 2 : 4;

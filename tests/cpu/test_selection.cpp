@@ -6,6 +6,7 @@
 
 #include "cpu/params_fixture.hpp"
 #include "kernels/mma/mma_config.hpp"
+#include "kernels/mma_fp8/mma_fp8_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 
 using namespace evosdpa::detail;
@@ -54,8 +55,9 @@ TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), "")), "wgmma_sm90");
 }
 
-// FP8 inputs: only the reference family has FP8 kernels so far, and only on devices with FP8 tensor
-// cores (sm_89 and newer); each tensor-core family says why it refuses.
+// FP8 inputs on devices with FP8 tensor cores (sm_89 and newer): "auto" takes the reference kernel
+// until mma_fp8_sm89 has passed its GPU tests (it runs by name meanwhile); the 16-bit families say why
+// they refuse; sm_80/86 refuse FP8 altogether.
 TEST(Selection, Fp8InputsRunOnTheReferenceFromSm89AndAreRefusedOnSm80) {
   auto p = valid_params();
   p.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
@@ -64,6 +66,9 @@ TEST(Selection, Fp8InputsRunOnTheReferenceFromSm89AndAreRefusedOnSm80) {
     const auto s = select_any_arch(p, dev, "auto");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
     EXPECT_EQ(name_of(s), "reference");
+    const auto named = select_any_arch(p, dev, "mma_fp8_sm89");
+    EXPECT_TRUE(named.check.ok()) << named.check.message;
+    EXPECT_EQ(named.variant, evosdpa::detail::mma_fp8::config_index(64));
     for (const char* name : {"wgmma_sm90", "mma_sm80"}) {
       if (dev.cc_major != 9 && std::string(name) == "wgmma_sm90") continue;  // refused for the arch first
       const auto named = select_any_arch(p, dev, name);
@@ -77,7 +82,19 @@ TEST(Selection, Fp8InputsRunOnTheReferenceFromSm89AndAreRefusedOnSm80) {
     EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
     EXPECT_NE(s.check.message.find("reference: FP8 (E4M3) inputs need compute capability 8.9"), std::string::npos)
         << s.check.message;
+    EXPECT_NE(s.check.message.find("mma_fp8_sm89: needs compute capability 8.9"), std::string::npos)
+        << s.check.message;
   }
+  // 16-bit inputs by the FP8 family's name: refused, saying why.
+  const auto s = select_any_arch(valid_params(), device(9, 0), "mma_fp8_sm89");
+  EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(s.check.message.find("FP8 (E4M3) inputs only"), std::string::npos) << s.check.message;
+  // Its alignment rule: 16-byte rows (16 E4M3 elements for Q, K, V; 8 fp16 for O).
+  auto odd = p;
+  odd.k_seq_stride = 72;
+  const auto r = select_any_arch(odd, device(9, 0), "mma_fp8_sm89");
+  EXPECT_NE(r.check.message.find("k seq stride 72 is not a multiple of 16 elements"), std::string::npos)
+      << r.check.message;
 }
 
 TEST(Selection, AutoLeavesFewClusteredD64ItemsToTheSmallGridVariant) {

@@ -1,0 +1,64 @@
+// The FP8 (E4M3) tensor-core family for sm_89 and sm_90 in the registry: what it supports and its entry
+// points. Not chosen by "auto" until its GPU tests have passed on a device (auto_prefers below); until
+// then it runs by name ("mma_fp8_sm89") and FP8 calls go to the reference kernel.
+#include <cstdint>
+#include <string>
+
+#include "kernels/family.hpp"
+#include "kernels/mma_fp8/mma_fp8_config.hpp"
+#include "kernels/mma_fp8/mma_fp8_dispatch.hpp"
+
+#ifndef EVOSDPA_CUDA_ARCHS
+#error "EVOSDPA_CUDA_ARCHS (the CUDA targets this family's kernels are compiled for) is set by src/sources.cmake"
+#endif
+
+namespace evosdpa::detail {
+namespace {
+
+// cp.async copies 16-byte chunks of Q, K and V; O leaves in 8-byte stores: every row start 16-byte
+// aligned keeps both simple.
+constexpr int64_t kChunkBytes = 16;
+constexpr long long kMaxGridX = INT32_MAX;
+
+FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  const std::string who = "mma_fp8_sm89: ";
+  const auto refuse = [](std::string message) {
+    return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::move(message))};
+  };
+  if (p.dtype != EVOSDPA_DTYPE_FLOAT8_E4M3) return refuse(who + "FP8 (E4M3) inputs only");
+  if (dev.cc_major * 10 + dev.cc_minor < 89)
+    return refuse(who + "needs compute capability 8.9 or newer (mma.sync with E4M3 operands)");
+  const int variant = mma_fp8::config_index(static_cast<int>(p.head_dim));
+  if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
+  const mma_fp8::TileConfig& cfg = mma_fp8::kConfigs[variant];
+  if (cfg.smem_bytes() > dev.max_smem_per_block_optin)
+    return refuse(who + "needs " + std::to_string(cfg.smem_bytes()) +
+                  " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));
+  for (const TensorView& t : tensors(p)) {
+    if (t.empty()) continue;
+    const int64_t elem = std::string(t.name) == "o" ? 2 : 1;  // O is fp16/bf16
+    if (reinterpret_cast<uintptr_t>(t.ptr) % kChunkBytes != 0)
+      return refuse(who + t.name + " is not " + std::to_string(kChunkBytes) + "-byte aligned");
+    for (int d = 0; d < 3; ++d)
+      if (t.sizes[d] > 1 && t.strides[d] % (kChunkBytes / elem) != 0)
+        return refuse(who + t.name + " " + kDimNames[d] + " stride " + std::to_string(t.strides[d]) +
+                      " is not a multiple of " + std::to_string(kChunkBytes / elem) + " elements (" +
+                      std::to_string(kChunkBytes) + " bytes)");
+  }
+  const __int128 blocks = static_cast<__int128>((p.seqlen_q + cfg.block_m() - 1) / cfg.block_m()) * p.batch * p.heads_q;
+  if (blocks > kMaxGridX)
+    return refuse(who + "batch * heads_q * ceil(seqlen_q / " + std::to_string(cfg.block_m()) +
+                  ") exceeds 2^31-1 blocks");
+  return {{}, variant};
+}
+
+// Written in a session without a GPU: its GPU tests (tests/gpu, by name) have not run yet, so "auto"
+// leaves FP8 calls to the reference kernel until they pass on a device.
+bool auto_prefers(const evosdpa_params_t&, const DeviceInfo&) { return false; }
+
+}  // namespace
+
+extern const KernelFamily kMmaFp8Family = {"mma_fp8_sm89", EVOSDPA_CUDA_ARCHS, supports, mma_fp8::launch_variant,
+                                           mma_fp8::probe_image, auto_prefers};
+
+}  // namespace evosdpa::detail
