@@ -2,6 +2,7 @@
 // float64 CPU reference first. With no arguments: the default shape B=1 H=8 L=512 D=64 fp16.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,8 +38,13 @@ namespace {
     }                                                                                              \
   } while (0)
 
-// Deterministic pseudo-normal values (sum of four uniforms, variance 1) in 16-bit storage.
-__global__ void fill_random(uint16_t* x, int64_t n, uint64_t seed, bool bf16) {
+// FP8 inputs: the values below stay within +-2*sqrt(3) = 3.46; one descale per tensor maps that range
+// onto E4M3's +-448 (the largest magnitude to 448, as quantize_fp8 does).
+constexpr float kFp8Descale = 3.4641016f / 448.f;
+
+// Deterministic pseudo-normal values (sum of four uniforms, variance 1) in 16-bit storage, or as E4M3
+// codes of value / kFp8Descale.
+__global__ void fill_random(void* out, int64_t n, uint64_t seed, evosdpa_dtype_t dtype) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     uint64_t h = (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull ^ seed;
     float sum = 0.f;
@@ -49,7 +55,10 @@ __global__ void fill_random(uint16_t* x, int64_t n, uint64_t seed, bool bf16) {
       sum += static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
     }
     const float v = (sum - 2.f) * 1.7320508f;
-    if (bf16) {
+    uint16_t* x = static_cast<uint16_t*>(out);
+    if (dtype == EVOSDPA_DTYPE_FLOAT8_E4M3) {
+      static_cast<uint8_t*>(out)[i] = __nv_cvt_float_to_fp8(v / kFp8Descale, __NV_SATFINITE, __NV_E4M3);
+    } else if (dtype == EVOSDPA_DTYPE_BFLOAT16) {
       __nv_bfloat16 b = __float2bfloat16_rn(v);
       x[i] = *reinterpret_cast<uint16_t*>(&b);
     } else {
@@ -60,9 +69,16 @@ __global__ void fill_random(uint16_t* x, int64_t n, uint64_t seed, bool bf16) {
 }
 
 struct Buffers {
-  uint16_t *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+  void *q = nullptr, *k = nullptr, *v = nullptr;  // 16-bit or E4M3 elements
+  uint16_t* o = nullptr;                          // fp16/bf16 (bf16 for FP8 inputs)
   float* lse = nullptr;
+  float* descale = nullptr;  // FP8 inputs: q, k, v's descales (one per tensor), else nullptr
 };
+
+// O's element type.
+evosdpa_dtype_t output_dtype(const BenchShape& s) {
+  return s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? kFp8Output : s.dtype;
+}
 
 // Enqueues one attention call on the buffers and stream; returns "" or the reason it could not.
 using Launcher = std::function<std::string(const Buffers&, cudaStream_t)>;
@@ -96,15 +112,30 @@ evosdpa_params_t make_params(const BenchShape& s, const Buffers& b) {
   evosdpa_params_t p = evosdpa::make_params(b.q, b.k, b.v, b.o, s.dtype, s.batch, s.heads, s.seqlen_q, s.seqlen_k,
                                             s.head_dim, s.causal);
   p.lse = b.lse;
+  if (s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3) {
+    p.o_dtype = kFp8Output;
+    p.q_descale = b.descale;
+    p.k_descale = b.descale + 1;
+    p.v_descale = b.descale + 2;
+  }
   return p;
 }
 
-std::vector<float> download(const uint16_t* d, int64_t n, evosdpa_dtype_t dtype) {
+std::vector<float> download(const void* d, int64_t n, evosdpa_dtype_t dtype) {
   std::vector<uint16_t> raw(static_cast<size_t>(n));
   CHECK_CUDA(cudaMemcpy(raw.data(), d, n * 2, cudaMemcpyDeviceToHost));
   std::vector<float> out(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) out[i] = evosdpa::host::decode(dtype, raw[i]);
   return out;
+}
+
+// FP8: the E4M3 codes, and their real values (code * descale) into `real`.
+std::vector<uint8_t> download_codes(const void* d, int64_t n, std::vector<float>& real) {
+  std::vector<uint8_t> codes(static_cast<size_t>(n));
+  CHECK_CUDA(cudaMemcpy(codes.data(), d, n, cudaMemcpyDeviceToHost));
+  real.resize(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) real[i] = evosdpa::host::decode_e4m3(codes[i]) * kFp8Descale;
+  return codes;
 }
 
 // Check the kernel's output on set 0 against float64 on a sample of query rows (every row for small
@@ -116,6 +147,7 @@ void verify(ResultRow& row, const Buffers& b, const Launcher& launch) {
   hs.head_dim = s.head_dim, hs.causal = s.causal;
   const double work = static_cast<double>(s.batch) * s.heads * s.seqlen_q * s.seqlen_k * s.head_dim;
   const int64_t step = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(work / 4e9)));
+  const bool fp8 = s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
   CHECK_CUDA(cudaMemset(b.o, 0xff, hs.q_elems() * 2));
   const std::string err = launch(b, nullptr);
   if (!err.empty()) {
@@ -126,12 +158,20 @@ void verify(ResultRow& row, const Buffers& b, const Launcher& launch) {
   CHECK_CUDA(cudaDeviceSynchronize());
   evosdpa::host::Expected e;
   e.row_step = step;
-  e.in.q = download(b.q, hs.q_elems(), s.dtype);
-  e.in.k = download(b.k, hs.kv_elems(), s.dtype);
-  e.in.v = download(b.v, hs.kv_elems(), s.dtype);
-  const auto out = download(b.o, hs.q_elems(), s.dtype);
+  e.o_dtype = output_dtype(s);
+  if (fp8) {
+    e.in.q8 = download_codes(b.q, hs.q_elems(), e.in.q);
+    e.in.k8 = download_codes(b.k, hs.kv_elems(), e.in.k);
+    e.in.v8 = download_codes(b.v, hs.kv_elems(), e.in.v);
+    e.in.q_descale = e.in.k_descale = e.in.v_descale = {kFp8Descale};
+  } else {
+    e.in.q = download(b.q, hs.q_elems(), s.dtype);
+    e.in.k = download(b.k, hs.kv_elems(), s.dtype);
+    e.in.v = download(b.v, hs.kv_elems(), s.dtype);
+  }
+  const auto out = download(b.o, hs.q_elems(), e.o_dtype);
   e.ref = evosdpa::host::attention_f64(hs, e.in, step);
-  const auto base = evosdpa::host::attention_fused_baseline(hs, e.in, s.dtype, step);
+  const auto base = evosdpa::host::attention_fused_baseline(hs, e.in, s.dtype, step, e.o_dtype);
   auto sample = [&](const auto& x) { return evosdpa::host::sample_rows(x, hs, hs.head_dim, step); };
   e.baseline_error = evosdpa::host::max_abs_error(sample(base), sample(e.ref.o));
   const evosdpa::host::Verdict v = evosdpa::host::check_attention(hs, s.dtype, e, out, nullptr);
@@ -281,20 +321,25 @@ int main(int argc, char** argv) {
     const BenchShape& s = o.shapes[si];
     const int64_t q_elems = s.batch * s.heads * s.seqlen_q * s.head_dim;
     const int64_t kv_elems = s.batch * s.heads * s.seqlen_k * s.head_dim;
-    const double set_bytes = 2.0 * (2 * q_elems + 2 * kv_elems);
+    const int64_t in_bytes = static_cast<int64_t>(evosdpa_dtype_size(s.dtype));
+    const double set_bytes = static_cast<double>(in_bytes * (q_elems + 2 * kv_elems) + 2 * q_elems);
     const int nsets = o.cold_l2 ? std::max(2, static_cast<int>(std::ceil(3.0 * dev.l2_bytes / set_bytes))) : 1;
     std::vector<Buffers> sets(static_cast<size_t>(nsets));
     for (int i = 0; i < nsets; ++i) {
       Buffers& b = sets[static_cast<size_t>(i)];
-      CHECK_CUDA(cudaMalloc(&b.q, std::max<int64_t>(q_elems, 1) * 2));
-      CHECK_CUDA(cudaMalloc(&b.k, std::max<int64_t>(kv_elems, 1) * 2));
-      CHECK_CUDA(cudaMalloc(&b.v, std::max<int64_t>(kv_elems, 1) * 2));
+      CHECK_CUDA(cudaMalloc(&b.q, std::max<int64_t>(q_elems, 1) * in_bytes));
+      CHECK_CUDA(cudaMalloc(&b.k, std::max<int64_t>(kv_elems, 1) * in_bytes));
+      CHECK_CUDA(cudaMalloc(&b.v, std::max<int64_t>(kv_elems, 1) * in_bytes));
       CHECK_CUDA(cudaMalloc(&b.o, std::max<int64_t>(q_elems, 1) * 2));
       CHECK_CUDA(cudaMalloc(&b.lse, std::max<int64_t>(s.batch * s.heads * s.seqlen_q, 1) * 4));
-      const bool bf16 = s.dtype == EVOSDPA_DTYPE_BFLOAT16;
-      fill_random<<<1024, 256>>>(b.q, q_elems, 1000003ull * (3 * i + 1), bf16);
-      fill_random<<<1024, 256>>>(b.k, kv_elems, 1000003ull * (3 * i + 2), bf16);
-      fill_random<<<1024, 256>>>(b.v, kv_elems, 1000003ull * (3 * i + 3), bf16);
+      if (s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3) {
+        const float descales[3] = {kFp8Descale, kFp8Descale, kFp8Descale};
+        CHECK_CUDA(cudaMalloc(&b.descale, sizeof descales));
+        CHECK_CUDA(cudaMemcpy(b.descale, descales, sizeof descales, cudaMemcpyHostToDevice));
+      }
+      fill_random<<<1024, 256>>>(b.q, q_elems, 1000003ull * (3 * i + 1), s.dtype);
+      fill_random<<<1024, 256>>>(b.k, kv_elems, 1000003ull * (3 * i + 2), s.dtype);
+      fill_random<<<1024, 256>>>(b.v, kv_elems, 1000003ull * (3 * i + 3), s.dtype);
       CHECK_CUDA(cudaGetLastError());
     }
     CHECK_CUDA(cudaDeviceSynchronize());
@@ -305,9 +350,11 @@ int main(int argc, char** argv) {
       Launcher launch;
       if (kernel == "cudnn") {
         row.ran = "cudnn";
-        std::string why = cudnn_missing;
+        std::string why = s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3
+                              ? "no FP8 cuDNN peer yet (cudnn_frontend's sdpa_fp8 outputs FP8 on Hopper; issue 9)"
+                              : cudnn_missing;
 #ifdef EVOSDPA_HAVE_CUDNN_PEER
-        if (cudnn && cudnn->prepare(s, why)) {
+        if (s.dtype != EVOSDPA_DTYPE_FLOAT8_E4M3 && cudnn && cudnn->prepare(s, why)) {
           evosdpa::bench::CudnnSdpa* peer = cudnn.get();
           launch = [peer](const Buffers& b, cudaStream_t st) {
             std::string err;
@@ -347,6 +394,7 @@ int main(int argc, char** argv) {
       cudaFree(b.v);
       cudaFree(b.o);
       cudaFree(b.lse);
+      cudaFree(b.descale);
     }
   }
 

@@ -19,14 +19,26 @@ double BenchShape::flops() const {
 }
 
 double BenchShape::bytes() const {
-  return 2.0 * batch * heads * head_dim * (2.0 * seqlen_q + 2.0 * seqlen_k);
+  const double in = dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? 1.0 : 2.0;
+  return static_cast<double>(batch) * heads * head_dim * (in * (seqlen_q + 2.0 * seqlen_k) + 2.0 * seqlen_q);
+}
+
+const char* dtype_label(evosdpa_dtype_t dtype) {
+  return dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? "fp8" : "fp16";
+}
+
+std::optional<evosdpa_dtype_t> dtype_of_label(const std::string& label) {
+  if (label == "fp16") return EVOSDPA_DTYPE_FLOAT16;
+  if (label == "bf16") return EVOSDPA_DTYPE_BFLOAT16;
+  if (label == "fp8") return EVOSDPA_DTYPE_FLOAT8_E4M3;
+  return std::nullopt;
 }
 
 std::string BenchShape::label() const {
   std::ostringstream s;
   s << "B" << batch << " H" << heads << " Lq" << seqlen_q;
   if (seqlen_k != seqlen_q) s << " Lk" << seqlen_k;
-  s << " D" << head_dim << " " << (dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : "fp16") << " "
+  s << " D" << head_dim << " " << dtype_label(dtype) << " "
     << (causal == EVOSDPA_CAUSAL_NONE ? "full" : causal == EVOSDPA_CAUSAL_TOP_LEFT ? "causal" : "causal-br");
   return s.str();
 }
@@ -35,7 +47,8 @@ std::string usage() {
   return "usage: evosdpa-bench [options]\n"
          "  with no options: B=1 H=8 L=512 D=64 fp16, verified against the CPU reference, then timed\n"
          "  --batch N --heads N --seqlen N (sets Lq and Lk) --seqlen-q N --seqlen-k N --head-dim 64|128\n"
-         "  --dtype fp16|bf16|both  --causal none|top-left|bottom-right\n"
+         "  --dtype fp16|bf16|both|fp8 (E4M3 inputs, per-tensor descales, bf16 output)\n"
+         "  --causal none|top-left|bottom-right\n"
          "  --grid acceptance|fa3   named shape grid (replaces the shape flags)\n"
          "  --kernel NAME[,NAME..]  auto (default), wgmma_sm90, mma_sm80, reference, cudnn (cuDNN's SDPA through\n"
          "                          cudnn_frontend, as a peer), or all\n"
@@ -145,11 +158,10 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
       (a == "--target-rse" ? o.target_rse : o.max_seconds) = x;
     } else if (a == "--dtype") {
       if (!value(v)) return std::nullopt;
-      if (v == "fp16") dtypes = {EVOSDPA_DTYPE_FLOAT16};
-      else if (v == "bf16") dtypes = {EVOSDPA_DTYPE_BFLOAT16};
+      if (const auto d = dtype_of_label(v)) dtypes = {*d};
       else if (v == "both") dtypes = {EVOSDPA_DTYPE_FLOAT16, EVOSDPA_DTYPE_BFLOAT16};
       else {
-        error = "--dtype: '" + v + "' is not fp16, bf16 or both";
+        error = "--dtype: '" + v + "' is not fp16, bf16, both or fp8";
         return std::nullopt;
       }
     } else if (a == "--causal") {

@@ -12,13 +12,20 @@ namespace evosdpa::bench {
 struct BenchShape {
   int64_t batch = 1, heads = 8, seqlen_q = 512, seqlen_k = 512, head_dim = 64;
   evosdpa_causal_t causal = EVOSDPA_CAUSAL_NONE;
-  evosdpa_dtype_t dtype = EVOSDPA_DTYPE_FLOAT16;
+  evosdpa_dtype_t dtype = EVOSDPA_DTYPE_FLOAT16;  // the inputs'; FP8 inputs give a bf16 O (kFp8Output)
   // 4*B*H*Lq*Lk*D, less the masked part for causal (exact count of visible (i, j) pairs).
   double flops() const;
-  // Q, K, V read once and O written once.
+  // Q, K, V read once and O written once (FP8: 1-byte inputs, a 2-byte O).
   double bytes() const;
   std::string label() const;
 };
+
+// O's type for FP8 inputs in the benchmark: bf16, FlashAttention-3's (the only one it offers).
+inline constexpr evosdpa_dtype_t kFp8Output = EVOSDPA_DTYPE_BFLOAT16;
+// "fp16", "bf16", "fp8" (E4M3 inputs).
+const char* dtype_label(evosdpa_dtype_t dtype);
+// The inverse; nullopt for another name.
+std::optional<evosdpa_dtype_t> dtype_of_label(const std::string& label);
 
 struct Options {
   std::vector<BenchShape> shapes;  // from the flags or a named grid

@@ -33,7 +33,7 @@ std::string to_json(const Report& r) {
                             {"seqlen_q", s.seqlen_q},
                             {"seqlen_k", s.seqlen_k},
                             {"head_dim", s.head_dim},
-                            {"dtype", s.dtype == EVOSDPA_DTYPE_BFLOAT16 ? "bf16" : "fp16"},
+                            {"dtype", dtype_label(s.dtype)},
                             {"causal", causal_name(s.causal)},
                             {"kernel", x.kernel},
                             {"ran", x.ran},
@@ -91,7 +91,7 @@ Report report_from_json(const std::string& text) {
       s.seqlen_q = x.at("seqlen_q").get<int64_t>();
       s.seqlen_k = x.at("seqlen_k").get<int64_t>();
       s.head_dim = x.at("head_dim").get<int64_t>();
-      s.dtype = x.at("dtype").get<std::string>() == "bf16" ? EVOSDPA_DTYPE_BFLOAT16 : EVOSDPA_DTYPE_FLOAT16;
+      s.dtype = dtype_of_label(x.at("dtype").get<std::string>()).value_or(EVOSDPA_DTYPE_FLOAT16);
       const std::string c = x.at("causal").get<std::string>();
       s.causal = c == "none" ? EVOSDPA_CAUSAL_NONE : c == "top-left" ? EVOSDPA_CAUSAL_TOP_LEFT : EVOSDPA_CAUSAL_BOTTOM_RIGHT;
       row.kernel = x.value("kernel", "");

@@ -62,7 +62,8 @@ TEST(BenchOptions, Errors) {
   EXPECT_FALSE(parse({"--batch", "x"}, &e));
   EXPECT_NE(e.find("not an integer"), std::string::npos);
   EXPECT_FALSE(parse({"--iters", "0"}, &e));
-  EXPECT_FALSE(parse({"--dtype", "fp8"}, &e));
+  EXPECT_FALSE(parse({"--dtype", "fp32"}, &e));
+  EXPECT_NE(e.find("is not fp16, bf16, both or fp8"), std::string::npos) << e;
   EXPECT_FALSE(parse({"--causal", "yes"}, &e));
   EXPECT_FALSE(parse({"--grid", "huge"}, &e));
   EXPECT_FALSE(parse({"--target-rse", "-1"}, &e));
@@ -106,6 +107,23 @@ TEST(BenchOptions, FlopCounts) {
   s.causal = EVOSDPA_CAUSAL_BOTTOM_RIGHT;
   EXPECT_DOUBLE_EQ(s.flops(), 4.0 * 2 * 3 * 7 * 8);
   EXPECT_DOUBLE_EQ(s.bytes(), 2.0 * 2 * 3 * 8 * (2 * 2 + 2 * 4));
+  s.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;  // 1-byte Q, K, V; a 2-byte O
+  EXPECT_DOUBLE_EQ(s.bytes(), 2.0 * 3 * 8 * (1.0 * (2 + 2 * 4) + 2.0 * 2));
+  EXPECT_DOUBLE_EQ(s.flops(), 4.0 * 2 * 3 * 7 * 8);  // counted as for fp16
+}
+
+TEST(BenchOptions, Fp8Inputs) {
+  std::string e;
+  const auto o = parse({"--dtype", "fp8", "--head-dim", "128"}, &e);
+  ASSERT_TRUE(o) << e;
+  ASSERT_EQ(o->shapes.size(), 1u);
+  EXPECT_EQ(o->shapes[0].dtype, EVOSDPA_DTYPE_FLOAT8_E4M3);
+  EXPECT_NE(o->shapes[0].label().find(" fp8 "), std::string::npos) << o->shapes[0].label();
+  const auto g = parse({"--grid", "fa3", "--dtype", "fp8"}, &e);
+  ASSERT_TRUE(g) << e;
+  for (const auto& s : g->shapes) EXPECT_EQ(s.dtype, EVOSDPA_DTYPE_FLOAT8_E4M3);
+  EXPECT_EQ(dtype_of_label("fp8"), EVOSDPA_DTYPE_FLOAT8_E4M3);
+  EXPECT_STREQ(dtype_label(EVOSDPA_DTYPE_FLOAT8_E4M3), "fp8");
 }
 
 TEST(BenchStats, Summaries) {

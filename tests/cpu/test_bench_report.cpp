@@ -37,6 +37,7 @@ Report report(std::vector<ResultRow> rows, const std::string& commit = "abc") {
 TEST(BenchReport, JsonRoundTrip) {
   Report r = report({row(512, 15.5), row(2048, 69.25, 0.002, EVOSDPA_CAUSAL_BOTTOM_RIGHT)});
   r.results[1].shape.dtype = EVOSDPA_DTYPE_BFLOAT16;
+  r.results[0].shape.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
   r.results[1].shape.seqlen_k = 1000;
   r.results[1].ok = false;
   r.results[1].error = "a \"quoted\" message";
@@ -56,6 +57,7 @@ TEST(BenchReport, JsonRoundTrip) {
   EXPECT_EQ(back.results[0].key(), r.results[0].key());
   EXPECT_EQ(back.results[1].key(), r.results[1].key());
   EXPECT_EQ(back.results[1].shape.dtype, EVOSDPA_DTYPE_BFLOAT16);
+  EXPECT_EQ(back.results[0].shape.dtype, EVOSDPA_DTYPE_FLOAT8_E4M3);
   EXPECT_EQ(back.results[1].shape.causal, EVOSDPA_CAUSAL_BOTTOM_RIGHT);
   EXPECT_EQ(back.results[1].shape.seqlen_k, 1000);
   EXPECT_FALSE(back.results[1].ok);
