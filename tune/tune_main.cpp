@@ -1,0 +1,114 @@
+// evosdpa-tune (issue 10): the elite search over mma_sm80's levers on this GPU, resumable between calls.
+//   evosdpa-tune --head-dim 64|128 [--small-grid] [--grid fa3|acceptance] [--state FILE] [--seed N]
+//                [--generations N] [--seconds S] [--report FILE.md]
+// With --state, an existing file is resumed (same family) and the state is saved after every generation,
+// so a run cut off by a time limit loses at most one generation.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+#include "evaluate_mma.hpp"
+#include "search_json.hpp"
+#include "spaces.hpp"
+
+using namespace evosdpa::tune;
+
+namespace {
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "%s%susage: evosdpa-tune --head-dim 64|128 [--small-grid] [--grid fa3|acceptance] [--state FILE]\n"
+               "                     [--seed N] [--generations N] [--seconds S] [--report FILE.md]\n",
+               why, *why ? "\n" : "");
+  return 2;
+}
+
+std::string report(const State& st, const GenomeSpace& space) {
+  std::string out = "# evosdpa-tune: " + space.family + "\n\n";
+  out += "Generation " + std::to_string(st.generation) + (st.done ? ", stopped: " + st.stop_reason : ", running") + ".\n\n";
+  out += "| elite | speedup vs the table's row | rel. std. error |\n|---|---:|---:|\n";
+  char buf[64];
+  for (const Elite& e : st.elites) {
+    std::snprintf(buf, sizeof buf, " | %.3f | %.3f |\n", e.speedup, e.rel_stderr);
+    out += "| " + space.describe(e.genome) + buf;
+  }
+  out += "\n| generation | candidate | verdict |\n|---:|---|---|\n";
+  for (const Record& r : st.log)
+    out += "| " + std::to_string(r.generation) + " | " + space.describe(r.genome) + " | " + r.verdict + " |\n";
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int head_dim = 0, generations = 1000;
+  bool small_grid = false;
+  double seconds = 1e9;
+  std::string grid = "fa3", state_path, report_path;
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "--small-grid") small_grid = true;
+    else if (a == "--head-dim" && (v = next())) head_dim = std::atoi(v);
+    else if (a == "--grid" && (v = next())) grid = v;
+    else if (a == "--state" && (v = next())) state_path = v;
+    else if (a == "--report" && (v = next())) report_path = v;
+    else if (a == "--seed" && (v = next())) options.seed = std::strtoull(v, nullptr, 0);
+    else if (a == "--generations" && (v = next())) generations = std::atoi(v);
+    else if (a == "--seconds" && (v = next())) seconds = std::atof(v);
+    else return usage(("unknown or incomplete option " + a).c_str());
+  }
+  if (head_dim != 64 && head_dim != 128) return usage("--head-dim must be 64 or 128");
+  const auto shapes = evosdpa::bench::named_grid(grid, EVOSDPA_DTYPE_FLOAT16);
+  if (!shapes) return usage(("unknown grid " + grid).c_str());
+  Workload w;
+  for (const auto& b : *shapes) {
+    if (b.head_dim != head_dim) continue;
+    evosdpa::host::Shape s;
+    s.batch = b.batch, s.heads_q = s.heads_kv = b.heads, s.seqlen_q = b.seqlen_q, s.seqlen_k = b.seqlen_k;
+    s.head_dim = b.head_dim, s.causal = b.causal;
+    w.shapes.push_back(s);
+  }
+  const GenomeSpace space = mma_sm80_space(head_dim, small_grid);
+  MmaEvaluator evaluate(head_dim, small_grid, w);
+  if (const std::string why = evaluate.prepare(); !why.empty()) {
+    std::fprintf(stderr, "evosdpa-tune: %s\n", why.c_str());
+    return 1;
+  }
+  const Evaluate fitness = [&](const Genome& g) {
+    std::fprintf(stderr, "  %s ...\n", space.describe(g).c_str());
+    return evaluate(g);
+  };
+  State st;
+  if (std::ifstream in(state_path); !state_path.empty() && in) {
+    st = state_from_json(nlohmann::json::parse(in));
+    if (st.family != space.family) {
+      std::fprintf(stderr, "evosdpa-tune: %s holds a search of %s, not %s\n", state_path.c_str(), st.family.c_str(),
+                   space.family.c_str());
+      return 1;
+    }
+  } else {
+    st = start(space, mma_sm80_table(head_dim, small_grid), options, fitness);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto save = [&] {
+    if (!state_path.empty()) std::ofstream(state_path) << to_json(st).dump(1);
+    if (!report_path.empty()) std::ofstream(report_path) << report(st, space);
+  };
+  save();
+  for (int g = 0; g < generations; ++g) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (elapsed >= seconds || !step(st, space, fitness)) break;
+    save();
+    std::fprintf(stderr, "generation %d: best %s at %.3fx\n", st.generation, space.describe(st.elites.front().genome).c_str(),
+                 st.elites.front().speedup);
+  }
+  std::printf("%s", report(st, space).c_str());
+  return 0;
+}
