@@ -14,7 +14,7 @@
 
 namespace test_cases {
 
-// BHSD and BSHD are contiguous; Padded is BHSD with 8 spare elements after every row and 64 after every
+// BHSD and BSHD are contiguous; Padded is BHSD with 16 spare elements after every row and 64 after every
 // head, so no stride is a product of sizes and writes past a row would land in the padding.
 enum class Layout { BHSD, BSHD, Padded };
 const char* layout_name(Layout l);

@@ -24,7 +24,8 @@ Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim) {
     case Layout::BHSD: return {heads * seqlen * head_dim, seqlen * head_dim, head_dim};
     case Layout::BSHD: return {seqlen * heads * head_dim, head_dim, heads * head_dim};
     case Layout::Padded: {
-      const int64_t row = head_dim + 8, head = seqlen * row + 64;
+      // 16 spare elements per row: rows stay 16-byte aligned for 1-byte (FP8) elements too.
+      const int64_t row = head_dim + 16, head = seqlen * row + 64;
       return {heads * head, head, row};
     }
   }
