@@ -63,4 +63,9 @@ struct ByteSpan {
 };
 ByteSpan byte_span(const TensorView& t, size_t elem_bytes);
 
+// A kernel family's alignment rule for chunked copies: every non-empty tensor starts on a `bytes`
+// boundary and its strides (of dims longer than 1) are multiples of `bytes`, in its own elements.
+// The message names the tensor, dimension and values, without the family's prefix.
+Check check_row_alignment(const evosdpa_params_t& p, int64_t bytes);
+
 }  // namespace evosdpa::detail

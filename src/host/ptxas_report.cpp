@@ -21,41 +21,32 @@
 namespace evosdpa::host {
 namespace {
 
-// Threads and dynamic shared memory of our kernels, recovered from the mangled name.
+// The launch shape of row `row` of a family's tile table, when the row exists.
+template <typename Config, size_t kCount>
+void from_table(KernelResources& k, int row, const Config (&table)[kCount]) {
+  if (row < 0 || row >= static_cast<int>(kCount)) return;
+  k.threads_per_block = table[row].threads();
+  k.dynamic_smem_bytes = table[row].smem_bytes();
+}
+
+// Threads and dynamic shared memory of our kernels, recovered from the mangled name: attention_kernel's
+// template arguments name the tile-table row (the integer one).
 void fill_launch_shape(KernelResources& k) {
-  if (k.function.find("mma_sm80") != std::string::npos && k.function.find("attention_kernel") != std::string::npos) {
-    std::smatch m;
-    // attention_kernel<T, row>: the second template argument is the tile-table row.
-    if (std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) {
-      const int row = std::stoi(m[1]);
-      if (row >= 0 && row < detail::mma_sm80::kConfigCount) {
-        k.threads_per_block = detail::mma_sm80::kConfigs[row].threads();
-        k.dynamic_smem_bytes = detail::mma_sm80::kConfigs[row].smem_bytes();
-      }
-    }
-  } else if (k.function.find("wgmma_sm90") != std::string::npos &&
-             k.function.find("attention_kernel") != std::string::npos) {
-    std::smatch m;
-    if (std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) {
-      const int row = std::stoi(m[1]);
-      if (row >= 0 && row < detail::wgmma_sm90::kConfigCount) {
-        k.threads_per_block = detail::wgmma_sm90::kConfigs[row].threads();
-        k.dynamic_smem_bytes = detail::wgmma_sm90::kConfigs[row].smem_bytes();
-      }
-    }
-  } else if (k.function.find("mma_fp8") != std::string::npos &&
-             k.function.find("attention_kernel") != std::string::npos) {
-    std::smatch m;
-    if (std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) {
-      const int row = std::stoi(m[1]);
-      if (row >= 0 && row < detail::mma_fp8::kConfigCount) {
-        k.threads_per_block = detail::mma_fp8::kConfigs[row].threads();
-        k.dynamic_smem_bytes = detail::mma_fp8::kConfigs[row].smem_bytes();
-      }
-    }
-  } else if (k.function.find("reference_kernel") != std::string::npos) {
+  if (k.function.find("reference_kernel") != std::string::npos) {
     k.threads_per_block = 128;
+    return;
   }
+  std::smatch m;
+  if (k.function.find("attention_kernel") == std::string::npos ||
+      !std::regex_search(k.function, m, std::regex("Li([0-9]+)E")))
+    return;
+  const int row = std::stoi(m[1]);
+  if (k.function.find("wgmma_sm90") != std::string::npos)
+    from_table(k, row, detail::wgmma_sm90::kConfigs);
+  else if (k.function.find("mma_sm80") != std::string::npos)
+    from_table(k, row, detail::mma_sm80::kConfigs);
+  else if (k.function.find("mma_fp8") != std::string::npos)
+    from_table(k, row, detail::mma_fp8::kConfigs);
 }
 
 }  // namespace

@@ -119,6 +119,9 @@ TEST(AccuracyRule, ToleranceIsCappedByTheOutputMagnitude) {
   EXPECT_GT(evosdpa_output_tolerance(EVOSDPA_DTYPE_BFLOAT16, 1e-3, 1.0),
             evosdpa_output_tolerance(EVOSDPA_DTYPE_FLOAT16, 1e-3, 1.0));
   EXPECT_EQ(evosdpa_output_tolerance(EVOSDPA_DTYPE_FLOAT16, 0.0, 0.0), 0.0);  // Lk = 0: exactly zero
+  // FP8 inputs: capped at 2^-4 max|O| (E4M3's unit roundoff), whatever the baseline.
+  EXPECT_DOUBLE_EQ(evosdpa_output_tolerance(EVOSDPA_DTYPE_FLOAT8_E4M3, 1.5, 5.0), 0x1p-4 * 5.0);
+  EXPECT_EQ(evosdpa_output_tolerance(EVOSDPA_DTYPE_FLOAT8_E4M3, 0.0, 0.0), 0.0);
   EXPECT_GE(evosdpa_lse_tolerance(100.0), 1e-2);
 }
 

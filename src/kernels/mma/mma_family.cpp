@@ -38,18 +38,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (smem > dev.max_smem_per_block_optin)
     return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
                   std::to_string(dev.max_smem_per_block_optin));
-  const int64_t chunk_elems = kChunkBytes / elem;
-  for (const TensorView& t : tensors(p)) {
-    if (t.empty()) continue;
-    if (reinterpret_cast<uintptr_t>(t.ptr) % kChunkBytes != 0)
-      return refuse(who + t.name + " is not " + std::to_string(kChunkBytes) + "-byte aligned");
-    // In elements, not bytes: stride * elem could overflow where stride alone does not.
-    for (int d = 0; d < 3; ++d)
-      if (t.sizes[d] > 1 && t.strides[d] % chunk_elems != 0)
-        return refuse(who + t.name + " " + kDimNames[d] + " stride " + std::to_string(t.strides[d]) +
-                      " is not a multiple of " + std::to_string(chunk_elems) + " elements (" +
-                      std::to_string(kChunkBytes) + " bytes)");
-  }
+  if (const Check c = check_row_alignment(p, kChunkBytes); !c.ok()) return refuse(who + c.message);
   // Every factor is below 2^31, but their product can pass 2^63.
   const __int128 blocks = static_cast<__int128>((p.seqlen_q + cfg.block_m() - 1) / cfg.block_m()) * p.batch * p.heads_q;
   if (blocks > kMaxGridX)

@@ -6,8 +6,7 @@
 // divided by l once at the end. K and V tiles are double-buffered in shared memory by cp.async, so the
 // copies for the next tile overlap the math on this one, with one barrier per tile.
 //
-// Shared-memory tiles hold rows of D 16-bit elements in 16-byte chunks; chunk c of row r is stored at
-// chunk c ^ (r % 8). The 8 rows an ldmatrix phase reads then fall in 8 different bank groups, so
+// Shared-memory tiles hold rows of D 16-bit elements in swizzled 16-byte chunks (mma_tiles.cuh), so
 // ldmatrix, cp.async and the O staging stores are free of bank conflicts without padding.
 #pragma once
 
@@ -16,48 +15,10 @@
 #include "kernels/kernel_params.hpp"
 #include "kernels/mma/mma_config.hpp"
 #include "kernels/mma/mma_primitives.cuh"
+#include "kernels/mma/mma_softmax.cuh"
+#include "kernels/mma/mma_tiles.cuh"
 
 namespace evosdpa::detail::mma_sm80 {
-
-// Byte offset of (row, 16-byte chunk) in a swizzled tile with `kChunks` chunks per row.
-template <int kChunks>
-__device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
-  return static_cast<uint32_t>((row * kChunks + (chunk ^ (row & 7))) * 16);
-}
-
-// Copy `kRows` rows of D elements from global (row stride `stride`) into a swizzled shared tile. Rows at
-// or beyond `valid_rows` are zero-filled: zeros in K keep masked scores finite, zeros in V keep 0 * V
-// from turning into NaN. Each thread copies the same 16-byte chunk of rows row0, row0 + step, ...; with
-// step a multiple of 8 the swizzle is the same in every round, so a round costs one pointer increment
-// (per-round addresses computed independently were hoisted out of the K/V loop and spilled).
-template <int kRows, int D, int kThreads, typename T>
-__device__ __forceinline__ void load_tile(uint32_t smem_tile, const T* gmem, int64_t stride,
-                                          int valid_rows, int tid) {
-  constexpr int kChunks = D / 8;
-  constexpr int kRowStep = kThreads / kChunks;
-  constexpr int kRounds = kRows / kRowStep;
-  static_assert(kThreads % kChunks == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
-                "each thread must copy one chunk column of rows a multiple of 8 apart");
-  const int row0 = tid / kChunks;
-  const int chunk = tid % kChunks;
-  const uint32_t dst = smem_tile + swizzle<kChunks>(row0, chunk);
-  const T* src = gmem + row0 * stride + chunk * 8;
-  const int64_t step = kRowStep * stride;
-#pragma unroll
-  for (int i = 0; i < kRounds; ++i) {
-    const bool valid = row0 + i * kRowStep < valid_rows;
-    cp_async_16(dst + i * kRowStep * kChunks * 16, valid ? src : gmem, valid);
-    src += step;
-  }
-}
-
-// A-operand fragment of the 16 rows starting at `row0` for mma k-step `kk` (dims 16kk..16kk+15).
-template <int D>
-__device__ __forceinline__ void load_q_fragment(uint32_t (&a)[4], uint32_t sQ, int row0, int lane, int kk) {
-  const int row = row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
-  const int chunk = 2 * kk + (lane >> 4);
-  ldmatrix_x4(a, sQ + swizzle<D / 8>(row, chunk));
-}
 
 // S[MT][16 x BN] = Q[MT][16 x D] K_tile^T for this warp's rows, fp32. Each K fragment feeds MT mmas.
 template <typename T, int D, int BN, int MT, bool kQInRegs>
@@ -78,7 +39,7 @@ __device__ __forceinline__ void mma_qk(float (&s)[MT][BN / 8][4], const uint32_t
 #pragma unroll
         for (int i = 0; i < 4; ++i) a[mt][i] = q_frag[mt][kk][i];
       } else {
-        load_q_fragment<D>(a[mt], sQ, warp_row0 + 16 * mt, lane, kk);
+        load_q_fragment<D / 8>(a[mt], sQ, warp_row0 + 16 * mt, lane, kk);
       }
     }
 #pragma unroll
@@ -128,74 +89,6 @@ __device__ __forceinline__ void mma_pv(float (&o)[MT][D / 8][4], const float (&p
   }
 }
 
-// Scale one m-tile's scores into the log2 domain and mask keys past the end or above the causal
-// diagonal with -inf. Thread element (n, e) is row lane/4 (+8 for e >= 2), key 8n + 2(lane%4) + (e & 1).
-template <int BN, bool kMask>
-__device__ __forceinline__ void scale_and_mask(float (&s)[BN / 8][4], const KernelParams& p, int row0,
-                                               int key0, int lane) {
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[n][e] *= p.scale_log2;
-      if constexpr (kMask) {
-        const int row = row0 + (lane >> 2) + (e >> 1) * 8;
-        const int key = key0 + n * 8 + 2 * (lane & 3) + (e & 1);
-        const bool visible = key < p.seqlen_k && (!p.causal || key <= row + p.causal_offset);
-        if (!visible) s[n][e] = -INFINITY;
-      }
-    }
-  }
-}
-
-// Max of each of the thread's two rows over the tile, shared across the 4 lanes that hold a row.
-template <int BN>
-__device__ __forceinline__ void row_max(const float (&s)[BN / 8][4], float (&mx)[2]) {
-  mx[0] = mx[1] = -INFINITY;
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n) {
-    mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
-    mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-  }
-}
-
-// Online-softmax step for one m-tile: raise the running max, rescale the running sum and O by
-// 2^(m_old - m_new), and turn S into P = 2^(S - m_new) in place. A row that has seen only masked keys
-// keeps m = -inf; it exponentiates against 0 instead, so P and the rescale factor are 0, never NaN.
-template <int BN, int D>
-__device__ __forceinline__ void rescale(float (&s)[BN / 8][4], float (&o)[D / 8][4], float (&m)[2],
-                                        float (&l)[2]) {
-  float tile_max[2];
-  row_max<BN>(s, tile_max);
-  float base[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float m_new = fmaxf(m[r], tile_max[r]);
-    base[r] = m_new == -INFINITY ? 0.f : m_new;
-    const float alpha = fast_exp2(m[r] - base[r]);
-    m[r] = m_new;
-    l[r] *= alpha;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][2 * r] *= alpha;
-      o[n][2 * r + 1] *= alpha;
-    }
-  }
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[n][e] = fast_exp2(s[n][e] - base[e >> 1]);
-      l[e >> 1] += s[n][e];
-    }
-  }
-}
-
 // Normalise one m-tile of O by its row sums, stage it through the same rows of the (now unused) Q tile,
 // and write it with 16-byte coalesced stores; write the log-sum-exp. Rows past seqlen_q are not written.
 template <typename T, int D>
@@ -239,20 +132,6 @@ __device__ __forceinline__ void store_output(float (&o)[D / 8][4], const float (
         lse_rows[row] = l[r] > 0.f ? m[r] * 0.69314718055994531f + __logf(l[r]) : -INFINITY;
     }
   }
-}
-
-// The (batch, head, query block) a block computes. Blocks of one (batch, head) are adjacent in launch
-// order so that their K/V stay in L2; with a causal mask the longest query blocks go first so that the
-// short ones fill in the tail.
-struct BlockCoords {
-  int b, h, q_block;
-};
-
-__device__ __forceinline__ BlockCoords block_coords(const KernelParams& p, int block_m) {
-  const int num_q_blocks = (p.seqlen_q + block_m - 1) / block_m;
-  const int bh = blockIdx.x / num_q_blocks;
-  const int qb = blockIdx.x % num_q_blocks;
-  return {bh / p.heads_q, bh % p.heads_q, p.causal ? num_q_blocks - 1 - qb : qb};
 }
 
 // Compile-time view of one kConfigs row.
@@ -344,7 +223,7 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_frag[mt][kk], sQ, warp_row0 + 16 * mt, lane, kk);
+        for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D / 8>(q_frag[mt][kk], sQ, warp_row0 + 16 * mt, lane, kk);
     }
 
     for (int j = 0; j < num_kv_tiles; ++j) {
@@ -366,14 +245,15 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
       // was one register too many at 255 and spilled); warps wholly below the diagonal of a diagonal
       // tile just mask nothing.
       const bool needs_mask = key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > q0 + p.causal_offset);
+      const auto scale = [&p] { return p.scale_log2; };
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         const int row0 = q0 + warp_row0 + 16 * mt;
         if (needs_mask)
-          scale_and_mask<kBN, true>(s[mt], p, row0, key0, lane);
+          scale_and_mask<kBN, true>(s[mt], p, scale, row0, key0, lane);
         else
-          scale_and_mask<kBN, false>(s[mt], p, row0, key0, lane);
-        rescale<kBN, D>(s[mt], o[mt], m[mt], l[mt]);
+          scale_and_mask<kBN, false>(s[mt], p, scale, row0, key0, lane);
+        rescale<kBN, D, 0>(s[mt], o[mt], m[mt], l[mt]);
       }
       mma_pv<T, D, kBN, kMT>(o, s, sV0 + (j & 1) * kKVTileBytes, lane);
     }

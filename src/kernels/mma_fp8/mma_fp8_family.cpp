@@ -34,17 +34,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (cfg.smem_bytes() > dev.max_smem_per_block_optin)
     return refuse(who + "needs " + std::to_string(cfg.smem_bytes()) +
                   " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));
-  for (const TensorView& t : tensors(p)) {
-    if (t.empty()) continue;
-    const int64_t elem = std::string(t.name) == "o" ? 2 : 1;  // O is fp16/bf16
-    if (reinterpret_cast<uintptr_t>(t.ptr) % kChunkBytes != 0)
-      return refuse(who + t.name + " is not " + std::to_string(kChunkBytes) + "-byte aligned");
-    for (int d = 0; d < 3; ++d)
-      if (t.sizes[d] > 1 && t.strides[d] % (kChunkBytes / elem) != 0)
-        return refuse(who + t.name + " " + kDimNames[d] + " stride " + std::to_string(t.strides[d]) +
-                      " is not a multiple of " + std::to_string(kChunkBytes / elem) + " elements (" +
-                      std::to_string(kChunkBytes) + " bytes)");
-  }
+  if (const Check c = check_row_alignment(p, kChunkBytes); !c.ok()) return refuse(who + c.message);
   const __int128 blocks = static_cast<__int128>((p.seqlen_q + cfg.block_m() - 1) / cfg.block_m()) * p.batch * p.heads_q;
   if (blocks > kMaxGridX)
     return refuse(who + "batch * heads_q * ceil(seqlen_q / " + std::to_string(cfg.block_m()) +

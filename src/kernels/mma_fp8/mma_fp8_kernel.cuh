@@ -18,9 +18,8 @@
 //   takes two mmas, its even and its odd columns, and thread t ends up holding columns 4q..4q+3 of the
 //   chunk: even mma c0, odd c0, even c1, odd c1 (rows g; c2, c3: rows g + 8).
 //
-// Shared-memory rows are D bytes in 16-byte chunks, swizzled so that the 8 rows of an ldmatrix phase
-// fall in 8 different bank groups (D=128: chunk c ^ (row % 8); D=64, two rows per 128 bytes: c ^
-// ((row / 2) % 4)).
+// Shared-memory rows are D bytes in 16-byte chunks, swizzled as mma_sm80's (mma_tiles.cuh), whose tile
+// copies, online softmax and block order this kernel shares.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -31,6 +30,8 @@
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
 #include "kernels/mma/mma_primitives.cuh"
+#include "kernels/mma/mma_softmax.cuh"
+#include "kernels/mma/mma_tiles.cuh"
 #include "kernels/mma_fp8/mma_fp8_config.hpp"
 #include "kernels/mma_fp8/mma_fp8_primitives.cuh"
 
@@ -41,47 +42,14 @@ using mma_sm80::cp_async_commit;
 using mma_sm80::cp_async_wait;
 using mma_sm80::ldmatrix_x4;
 using mma_sm80::ldmatrix_x4_trans;
+using mma_sm80::load_q_fragment;
+using mma_sm80::load_tile;
+using mma_sm80::rescale;
+using mma_sm80::scale_and_mask;
+using mma_sm80::swizzle;
 
 // log2 of the largest P fed to the P.V GEMM (see the file comment).
-constexpr float kMaxOffset = 8.f;
-
-template <int kChunks>
-__device__ __forceinline__ uint32_t swizzle(int row, int chunk) {
-  static_assert(kChunks == 4 || kChunks == 8, "rows of 64 or 128 bytes");
-  const int x = kChunks == 8 ? (row & 7) : ((row >> 1) & 3);
-  return static_cast<uint32_t>((row * kChunks + (chunk ^ x)) * 16);
-}
-
-// `kRows` rows of D bytes from global (row stride `stride` bytes) into a swizzled tile; rows at or past
-// `valid_rows` are zero-filled (zeros keep masked scores finite and 0 * V from being NaN).
-template <int kRows, int D, int kThreads>
-__device__ __forceinline__ void load_tile(uint32_t smem_tile, const uint8_t* gmem, int64_t stride, int valid_rows,
-                                          int tid) {
-  constexpr int kChunks = D / 16;
-  constexpr int kRowStep = kThreads / kChunks;
-  constexpr int kRounds = kRows / kRowStep;
-  static_assert(kThreads % kChunks == 0 && kRowStep % 8 == 0 && kRows % kRowStep == 0,
-                "each thread copies one chunk column of rows a multiple of 8 apart");
-  const int row0 = tid / kChunks;
-  const int chunk = tid % kChunks;
-  const uint32_t dst = smem_tile + swizzle<kChunks>(row0, chunk);
-  const uint8_t* src = gmem + row0 * stride + chunk * 16;
-  const int64_t step = kRowStep * stride;
-#pragma unroll
-  for (int i = 0; i < kRounds; ++i) {
-    const bool valid = row0 + i * kRowStep < valid_rows;
-    cp_async_16(dst + i * kRowStep * kChunks * 16, valid ? src : gmem, valid);
-    src += step;
-  }
-}
-
-// A fragment of the 16 rows from `row0`, k-step kk (bytes 32kk..32kk+31): matrices (rows 0-7, chunk 2kk),
-// (rows 8-15, 2kk), (rows 0-7, 2kk+1), (rows 8-15, 2kk+1).
-template <int D>
-__device__ __forceinline__ void load_q_fragment(uint32_t (&a)[4], uint32_t sQ, int row0, int lane, int kk) {
-  const int row = row0 + (lane & 7) + ((lane >> 3) & 1) * 8;
-  ldmatrix_x4(a, sQ + swizzle<D / 16>(row, 2 * kk + (lane >> 4)));
-}
+constexpr int kLog2Offset = 8;
 
 // S[MT][16 x BN] = Q K_tile^T (unscaled), fp32.
 template <int D, int BN, int MT>
@@ -137,62 +105,6 @@ __device__ __forceinline__ void mma_pv(float (&o)[MT][D / 8][4], const float (&p
   }
 }
 
-// Scores to the log2 domain (qk_scale: softmax scale * log2(e) * q_descale * k_descale), keys past the
-// end or above the causal diagonal to -inf. Element (n, e): row lane/4 (+8 for e >= 2), key 8n +
-// 2(lane%4) + (e & 1).
-template <int BN, bool kMask>
-__device__ __forceinline__ void scale_and_mask(float (&s)[BN / 8][4], const KernelParams& p, float qk_scale, int row0,
-                                               int key0, int lane) {
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[n][e] *= qk_scale;
-      if constexpr (kMask) {
-        const int row = row0 + (lane >> 2) + (e >> 1) * 8;
-        const int key = key0 + n * 8 + 2 * (lane & 3) + (e & 1);
-        if (!(key < p.seqlen_k && (!p.causal || key <= row + p.causal_offset))) s[n][e] = -INFINITY;
-      }
-    }
-}
-
-// Online softmax for one m-tile: raise the running max m, rescale l and O by 2^(m_old - m_new), and turn
-// S into P = 2^(S - m_new + kMaxOffset) in place, l summing that unrounded P. A row that has seen only
-// masked keys keeps m = -inf and exponentiates against 0: P = 0, never NaN.
-template <int BN, int D>
-__device__ __forceinline__ void rescale(float (&s)[BN / 8][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2]) {
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n) {
-    mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
-    mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
-  }
-  float shift[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    const float m_new = fmaxf(m[r], mx[r]);
-    const float base = m_new == -INFINITY ? 0.f : m_new;
-    const float alpha = fast_exp2(m[r] - base);
-    m[r] = m_new;
-    l[r] *= alpha;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][2 * r] *= alpha;
-      o[n][2 * r + 1] *= alpha;
-    }
-    shift[r] = base - kMaxOffset;
-  }
-#pragma unroll
-  for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[n][e] = fast_exp2(s[n][e] - shift[e >> 1]);
-      l[e >> 1] += s[n][e];
-    }
-}
-
 // O of one m-tile, times v_descale / l, written straight from the registers: per 16-column chunk and row
 // the thread holds 4 consecutive columns (8 bytes); the log-sum-exp of the real scores. Rows past
 // seqlen_q are not written.
@@ -219,7 +131,7 @@ __device__ __forceinline__ void store_output(const float (&o)[D / 8][4], const f
           make_uint2(pack2<TO>(even[2 * r] * f, odd[2 * r] * f), pack2<TO>(even[2 * r + 1] * f, odd[2 * r + 1] * f));
     }
     if (lse_rows != nullptr && (lane & 3) == 0)
-      lse_rows[q0 + row] = l[r] > 0.f ? (m[r] - kMaxOffset + __log2f(l[r])) * 0.69314718055994531f : -INFINITY;
+      lse_rows[q0 + row] = l[r] > 0.f ? (m[r] - kLog2Offset + __log2f(l[r])) * 0.69314718055994531f : -INFINITY;
   }
 }
 
@@ -229,17 +141,6 @@ struct Kernel {
   static constexpr int kD = kCfg.head_dim, kThreads = kCfg.threads(), kBM = kCfg.block_m(), kBN = kCfg.block_n;
   static constexpr int kMT = kCfg.m_tiles, kWarpRows = kCfg.warp_rows();
 };
-
-// The (batch, head, query block) of this block: blocks of one (batch, head) adjacent (their K/V stay in
-// L2), and with a causal mask the longest query blocks first.
-struct BlockCoords {
-  int b, h, q_block;
-};
-__device__ __forceinline__ BlockCoords block_coords(const KernelParams& p, int block_m) {
-  const int num_q_blocks = (p.seqlen_q + block_m - 1) / block_m;
-  const int bh = blockIdx.x / num_q_blocks, qb = blockIdx.x % num_q_blocks;
-  return {bh / p.heads_q, bh % p.heads_q, p.causal ? num_q_blocks - 1 - qb : qb};
-}
 
 // TO: O's element type (__half or __nv_bfloat16). The body is compiled for sm_89 and newer only (the
 // family refuses older devices, whose builds get an empty kernel).
@@ -256,7 +157,7 @@ __global__ void __launch_bounds__(Kernel<TO, kIndex>::kThreads, Kernel<TO, kInde
   const uint32_t sK0 = sQ + kBM * D;
   const uint32_t sV0 = sK0 + 2 * kKVTileBytes;
 
-  const BlockCoords bc = block_coords(p, kBM);
+  const mma_sm80::BlockCoords bc = mma_sm80::block_coords(p, kBM);
   const int q0 = bc.q_block * kBM;
   const int h_kv = bc.h / p.kv_group;
   const int tid = threadIdx.x, lane = tid % 32, warp_row0 = (tid / 32) * K::kWarpRows;
@@ -302,7 +203,7 @@ __global__ void __launch_bounds__(Kernel<TO, kIndex>::kThreads, Kernel<TO, kInde
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int kk = 0; kk < D / 32; ++kk) load_q_fragment<D>(q_frag[mt][kk], sQ, warp_row0 + 16 * mt, lane, kk);
+      for (int kk = 0; kk < D / 32; ++kk) load_q_fragment<D / 16>(q_frag[mt][kk], sQ, warp_row0 + 16 * mt, lane, kk);
 
     for (int j = 0; j < num_kv_tiles; ++j) {
       const int key0 = j * kBN;
@@ -317,14 +218,15 @@ __global__ void __launch_bounds__(Kernel<TO, kIndex>::kThreads, Kernel<TO, kInde
       float s[kMT][kBN / 8][4];
       mma_qk<D, kBN, kMT>(s, q_frag, sK0 + (j & 1) * kKVTileBytes, lane);
       const bool needs_mask = key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > q0 + p.causal_offset);
+      const auto scale = [qk_scale] { return qk_scale; };
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         const int row0 = q0 + warp_row0 + 16 * mt;
         if (needs_mask)
-          scale_and_mask<kBN, true>(s[mt], p, qk_scale, row0, key0, lane);
+          scale_and_mask<kBN, true>(s[mt], p, scale, row0, key0, lane);
         else
-          scale_and_mask<kBN, false>(s[mt], p, qk_scale, row0, key0, lane);
-        rescale<kBN, D>(s[mt], o[mt], m[mt], l[mt]);
+          scale_and_mask<kBN, false>(s[mt], p, scale, row0, key0, lane);
+        rescale<kBN, D, kLog2Offset>(s[mt], o[mt], m[mt], l[mt]);
       }
       mma_pv<D, kBN, kMT>(o, s, sV0 + (j & 1) * kKVTileBytes, lane);
     }
