@@ -39,8 +39,10 @@ TEST(FastDiv, MatchesIntegerDivision) {
     for (int64_t n : ns) {
       if (n < 0 || n > 2147483647) continue;
       const int ni = static_cast<int>(n);
+      const auto qr = f.divmod(ni);
       ASSERT_EQ(f.div(ni), ni / d) << ni << " / " << d;
-      ASSERT_EQ(f.mod(ni), ni % d) << ni << " % " << d;
+      ASSERT_EQ(qr.quot, ni / d) << ni << " / " << d;
+      ASSERT_EQ(qr.rem, ni % d) << ni << " % " << d;
     }
   }
 }

@@ -2,7 +2,8 @@
 // Montgomery's round-up method): the divisor's magic numbers are found once on the host, so the device
 // never runs a division. An integer division by a runtime value is ~20 instructions through the float
 // reciprocal; the producer thread of the Hopper kernel ran ~15 of them before its first K/V load, which
-// a clock64 trace at (1,8,512,64) put at ~1,900 of the ~3,300 cycles before the first K tile landed.
+// held its first K load ~1,350 cycles behind the Q load (clock64 trace at (1,8,512,64)): with them gone the
+// first K tile lands at ~2,600 cycles from entry instead of ~3,350.
 // Plain C++ (host and device): the CPU tests check it against `/` and `%`.
 #pragma once
 
@@ -15,6 +16,10 @@
 #endif
 
 namespace evosdpa::detail::wgmma_sm90 {
+
+struct QuotRem {
+  int quot, rem;
+};
 
 class FastDiv {
  public:
@@ -40,7 +45,10 @@ class FastDiv {
 #endif
     return d_ == 1 ? n : static_cast<int>(hi >> shift_);
   }
-  EVOSDPA_HOST_DEVICE int mod(int n) const { return n - div(n) * d_; }
+  EVOSDPA_HOST_DEVICE QuotRem divmod(int n) const {
+    const int q = div(n);
+    return {q, n - q * d_};
+  }
 
  private:
   int d_ = 1;

@@ -31,18 +31,18 @@ class ItemOrder {
 
   EVOSDPA_HOST_DEVICE BlockOfHead operator()(int index) const {
     if (!causal_) {
-      const int bh = q_blocks_.div(index);
-      return {index - bh * q_blocks_.divisor(), bh};
+      const QuotRem at = q_blocks_.divmod(index);
+      return {at.rem, at.quot};
     }
-    const int per_head = per_head_.divisor();
-    const int pairs = heads_ * per_head;
+    const int pairs = heads_ * per_head_.divisor();
     if (index >= 2 * pairs) return {q_blocks_.divisor() / 2, index - 2 * pairs};  // the middle blocks of an odd count
-    const int round = round_.div(index), within = index - round * round_.divisor();
+    const QuotRem rw = round_.divmod(index);
+    const int round = rw.quot, within = rw.rem;
     const int in_round = pairs - round * grid_ < grid_ ? pairs - round * grid_ : grid_;  // the last may hold fewer
     const bool is_long = within < in_round;
     const int pair = round * grid_ + (is_long ? within : within - in_round);
-    const int head = per_head_.div(pair), p = pair - head * per_head;
-    return {is_long ? q_blocks_.divisor() - 1 - p : p, head};
+    const QuotRem hp = per_head_.divmod(pair);
+    return {is_long ? q_blocks_.divisor() - 1 - hp.rem : hp.rem, hp.quot};
   }
 
  private:

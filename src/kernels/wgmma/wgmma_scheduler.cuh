@@ -55,8 +55,9 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
   constexpr int BM = Shape<kIndex>::kBlockM, BN = kConfigs[kIndex].block_n;
   Work w;
   w.q0 = at.qb * BM;
-  w.batch = g.heads_q.div(at.bh);
-  w.head = at.bh - w.batch * p.heads_q;
+  const QuotRem bh = g.heads_q.divmod(at.bh);
+  w.batch = bh.quot;
+  w.head = bh.rem;
   w.t0 = 0;
   int keys = p.seqlen_k;
   if (p.causal) keys = min(keys, max(0, min(w.q0 + BM, p.seqlen_q) + p.causal_offset));
@@ -69,8 +70,8 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
 template <int kIndex>
 struct PersistentSchedule {
   static __device__ __forceinline__ int items(const Geometry& g) {
-    const int rounds = g.grid.div(g.items);
-    return rounds + (static_cast<int>(blockIdx.x) < g.items - rounds * g.grid.divisor() ? 1 : 0);
+    const QuotRem r = g.grid.divmod(g.items);
+    return r.quot + (static_cast<int>(blockIdx.x) < r.rem ? 1 : 0);
   }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int iter) {
     const int index = iter * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
@@ -85,8 +86,8 @@ struct SplitSchedule {
   static __device__ __forceinline__ int items(const Geometry&) { return 1; }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int) {
     const int n = static_cast<int>(cluster_size()), r = static_cast<int>(cluster_rank());
-    const int index = static_cast<int>(blockIdx.x) / n, bh = g.q_blocks.div(index);
-    Work w = whole_item<kIndex>(p, g, {index - bh * g.q_blocks.divisor(), bh});
+    const QuotRem at = g.q_blocks.divmod(static_cast<int>(blockIdx.x) / n);
+    Work w = whole_item<kIndex>(p, g, {at.rem, at.quot});
     const int tiles = w.n_tiles;
     w.t0 = r * tiles / n;
     w.n_tiles = (r + 1) * tiles / n - w.t0;
