@@ -5,9 +5,12 @@
     out = evosdpa.scaled_dot_product_attention(q, k, v, is_causal=True)  # PyTorch's signature, (..., L, E)
     q8, qd = evosdpa.quantize_fp8(q)                                     # FP8 (E4M3) and its descale
 
-`import evosdpa` needs neither PyTorch nor a GPU; the tensor functions import PyTorch when first looked
-up, and register the `torch.ops.evosdpa.attention_fwd` custom op then.
+`import evosdpa` needs neither PyTorch nor a GPU. The `torch.ops.evosdpa.attention_fwd` custom op is
+registered at import when PyTorch is already imported, else when a tensor function is first looked up
+(which imports PyTorch).
 """
+import sys
+
 from ._lib import EvosdpaError, kernel_names, library_path
 from ._lib import version as library_version
 
@@ -26,3 +29,10 @@ def __getattr__(name):
             raise ImportError(f"evosdpa.{name} needs PyTorch ({e})") from e
         return getattr(torch_ops, name)
     raise AttributeError(f"module 'evosdpa' has no attribute '{name}'")
+
+
+if "torch" in sys.modules:  # PyTorch is loaded anyway: register the op now, so torch.ops.evosdpa works at once
+    try:
+        from . import torch_ops  # noqa: F401
+    except ImportError:
+        pass  # the tensor functions report it when first looked up

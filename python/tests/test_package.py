@@ -146,6 +146,13 @@ def test_import_does_not_import_torch():
     assert out.strip() == "False"
 
 
+def test_op_registered_at_import_after_torch():
+    pytest.importorskip("torch")
+    code = "import torch, evosdpa; print(hasattr(torch.ops.evosdpa, 'attention_fwd'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"
+
+
 def test_unknown_attribute():
     with pytest.raises(AttributeError):
         evosdpa.no_such_function

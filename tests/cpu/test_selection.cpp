@@ -55,17 +55,17 @@ TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), "")), "wgmma_sm90");
 }
 
-// FP8 inputs on devices with FP8 tensor cores (sm_89 and newer): "auto" takes the reference kernel
-// until mma_fp8_sm89 has passed its GPU tests (it runs by name meanwhile); the 16-bit families say why
-// they refuse; sm_80/86 refuse FP8 altogether.
-TEST(Selection, Fp8InputsRunOnTheReferenceFromSm89AndAreRefusedOnSm80) {
+// FP8 inputs on devices with FP8 tensor cores (sm_89 and newer): "auto" takes mma_fp8_sm89 (the
+// reference runs them by name); the 16-bit families say why they refuse; sm_80/86 refuse FP8 altogether.
+TEST(Selection, Fp8InputsRunOnMmaFp8FromSm89AndAreRefusedOnSm80) {
   auto p = valid_params();
   p.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
   p.q_descale = p.k_descale = p.v_descale = reinterpret_cast<const float*>(uintptr_t{0x50000000});
   for (auto dev : {device(8, 9, 99 * 1024), device(9, 0)}) {
     const auto s = select_any_arch(p, dev, "auto");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
-    EXPECT_EQ(name_of(s), "reference");
+    EXPECT_EQ(name_of(s), "mma_fp8_sm89");
+    EXPECT_TRUE(select_any_arch(p, dev, "reference").check.ok());
     const auto named = select_any_arch(p, dev, "mma_fp8_sm89");
     EXPECT_TRUE(named.check.ok()) << named.check.message;
     EXPECT_EQ(named.variant, evosdpa::detail::mma_fp8::config_index(64));
