@@ -7,6 +7,10 @@ is the one place that spelling comes from.  Usage: scripts/gen-wgmma-ops.py > sr
 SS_N = (128,)  # S = Q.K^T: N = keys per tile (wgmma_config.hpp's block_n values)
 RS_N = (64, 128)  # O += P.V: N = head_dim
 TYPES = (("__half", "f16"), ("__nv_bfloat16", "bf16"))
+# E4M3 (k = 32 per instruction): both operands K-major (no transpose bits for 8-bit types), head_dim 128.
+FP8 = ("__nv_fp8_e4m3", "e4m3")
+FP8_SS_N = (128,)
+FP8_RS_N = (128,)
 
 HEADER = """\
 // wgmma.mma_async instructions used by the Hopper family, one specialisation per (N, dtype): the PTX
@@ -17,17 +21,19 @@ HEADER = """\
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
 namespace evosdpa::detail::wgmma_sm90 {
 
-// D (64 x N, f32) = A (64 x 16, shared memory, K-major) * B (16 x N, shared memory, K-major) [+ D when
-// `accumulate` is non-zero].
+// D (64 x N, f32) = A (64 x K, shared memory, K-major) * B (K x N, shared memory, K-major) [+ D when
+// `accumulate` is non-zero]; K = 32 bytes of T (16 fp16/bf16, 32 E4M3).
 template <int N, typename T>
 __device__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate);
 
-// D (64 x N, f32) += A (64 x 16, registers) * B (16 x N, shared memory, N-major: the transpose bit set).
+// D (64 x N, f32) += A (64 x K, registers) * B (K x N, shared memory): N-major (the transpose bit set)
+// for fp16/bf16, K-major for E4M3 (8-bit types have no transpose).
 template <int N, typename T>
 __device__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b);
 """
@@ -41,27 +47,27 @@ def outs(n):
     return ", ".join(f'"+f"(d[{i}])' for i in range(n))
 
 
-def ss(n, t, ptx):
+def ss(n, t, ptx, k=16, trans=", 0, 0"):
     c = n // 2
     return f"""
 template <>
 __device__ __forceinline__ void mma_ss<{n}, {t}>(float (&d)[{c}], uint64_t a, uint64_t b, int accumulate) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{c + 2}, 0;\\n"
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{regs(c)}}}, %{c}, %{c + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{regs(c)}}}, %{c}, %{c + 1}, p, 1, 1{trans};\\n}}\\n"
       : {outs(c)}
       : "l"(a), "l"(b), "r"(accumulate));
 }}
 """
 
 
-def rs(n, t, ptx):
+def rs(n, t, ptx, k=16, trans=", 1"):
     c = n // 2
     return f"""
 template <>
 __device__ __forceinline__ void mma_rs<{n}, {t}>(float (&d)[{c}], const uint32_t (&a)[4], uint64_t b) {{
   asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{regs(c)}}}, {{%{c}, %{c + 1}, %{c + 2}, %{c + 3}}}, %{c + 4}, 1, 1, 1, 1;\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{regs(c)}}}, {{%{c}, %{c + 1}, %{c + 2}, %{c + 3}}}, %{c + 4}, 1, 1, 1{trans};\\n"
       : {outs(c)}
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }}
@@ -72,5 +78,7 @@ out = [HEADER]
 for t, ptx in TYPES:
     out += [ss(n, t, ptx) for n in SS_N]
     out += [rs(n, t, ptx) for n in RS_N]
+out += [ss(n, FP8[0], FP8[1], 32, "") for n in FP8_SS_N]
+out += [rs(n, FP8[0], FP8[1], 32, "") for n in FP8_RS_N]
 out.append("\n}  // namespace evosdpa::detail::wgmma_sm90\n")
 print("".join(out), end="")

@@ -62,6 +62,7 @@ _SIGNATURES = {
     "evosdpa_dtype_size": ([c_int], c_size_t),
     "evosdpa_output_tolerance": ([c_int, c_double, c_double], c_double),
     "evosdpa_lse_tolerance": ([c_double], c_double),
+    "evosdpa_lse_tolerance_for": ([c_int, c_double], c_double),
 }
 
 
@@ -167,9 +168,10 @@ def output_tolerance(dtype, baseline_error, max_abs_reference):
     return _lib.evosdpa_output_tolerance(dtype, float(baseline_error), float(max_abs_reference))
 
 
-def lse_tolerance(max_abs_lse):
-    """How far the log-sum-exp may be from float64 (evosdpa_lse_tolerance), given max |lse_f64|."""
-    return _lib.evosdpa_lse_tolerance(float(max_abs_lse))
+def lse_tolerance(max_abs_lse, dtype=DTYPE_FLOAT16):
+    """How far the log-sum-exp may be from float64 (evosdpa_lse_tolerance_for), given max |lse_f64| and
+    the inputs' dtype code."""
+    return _lib.evosdpa_lse_tolerance_for(dtype, float(max_abs_lse))
 
 
 def forward(params, kernel, stream):

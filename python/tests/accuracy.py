@@ -138,12 +138,13 @@ def check_attention(out, q, k, v, *, causal=False, alignment="top_left", scale=N
     assert err <= tol, (f"{where}max |O - O_f64| = {err:.4g} > tolerance {tol:.4g} ({q.dtype}, baseline error "
                         f"{base_err:.4g}, max |O_f64| {magnitude:.4g}){replay}")
     if lse is not None:
-        check_lse(lse, ref_lse, rng=rng, what=what)
+        check_lse(lse, ref_lse, rng=rng, what=what, dtype=code)
     return err, tol
 
 
-def check_lse(lse, ref_lse, rng=None, what=""):
-    """lse float32 within lse_tolerance of the float64 one; -inf exactly where the reference is -inf."""
+def check_lse(lse, ref_lse, rng=None, what="", dtype=_lib.DTYPE_FLOAT16):
+    """lse float32 within lse_tolerance (for the inputs' dtype code) of the float64 one; -inf exactly where
+    the reference is -inf."""
     where = f"{what}: " if what else ""
     replay = f" [inputs from {rng!r}]" if rng is not None else ""
     assert lse.shape == ref_lse.shape and lse.dtype == torch.float32, (
@@ -158,5 +159,5 @@ def check_lse(lse, ref_lse, rng=None, what=""):
         err = (lse.double() - ref_lse)[has_key].abs().max().item()
     else:
         magnitude, err = 0.0, 0.0
-    tol = _lib.lse_tolerance(magnitude)
+    tol = _lib.lse_tolerance(magnitude, dtype)
     assert err <= tol, f"{where}max |lse - lse_f64| = {err:.4g} > tolerance {tol:.4g} (max |lse_f64| {magnitude:.4g}){replay}"

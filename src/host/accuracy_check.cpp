@@ -60,7 +60,7 @@ Verdict check_attention(const Shape& s, evosdpa_dtype_t dtype, const Expected& e
     for (double x : lse_want)
       if (std::isfinite(x)) mag = std::max(mag, std::abs(x));
     v.lse_error = max_lse_error(sample_rows(*lse, s, 1, e.row_step), lse_want);
-    v.lse_tolerance = evosdpa_lse_tolerance(mag);
+    v.lse_tolerance = evosdpa_lse_tolerance_for(dtype, mag);
     pass = pass && v.lse_error <= v.lse_tolerance;
   }
   v.pass = pass;

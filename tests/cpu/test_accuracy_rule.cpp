@@ -123,6 +123,9 @@ TEST(AccuracyRule, ToleranceIsCappedByTheOutputMagnitude) {
   EXPECT_DOUBLE_EQ(evosdpa_output_tolerance(EVOSDPA_DTYPE_FLOAT8_E4M3, 1.5, 5.0), 0x1p-4 * 5.0);
   EXPECT_EQ(evosdpa_output_tolerance(EVOSDPA_DTYPE_FLOAT8_E4M3, 0.0, 0.0), 0.0);
   EXPECT_GE(evosdpa_lse_tolerance(100.0), 1e-2);
+  EXPECT_EQ(evosdpa_lse_tolerance_for(EVOSDPA_DTYPE_BFLOAT16, 100.0), evosdpa_lse_tolerance(100.0));
+  EXPECT_DOUBLE_EQ(evosdpa_lse_tolerance_for(EVOSDPA_DTYPE_FLOAT8_E4M3, 100.0), 0x1p-10 * 100.0);
+  EXPECT_DOUBLE_EQ(evosdpa_lse_tolerance_for(EVOSDPA_DTYPE_FLOAT8_E4M3, 0.5), 0x1p-10);
 }
 
 }  // namespace

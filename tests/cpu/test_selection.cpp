@@ -55,9 +55,10 @@ TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   EXPECT_EQ(name_of(select_any_arch(valid_params(), device(9, 0), "")), "wgmma_sm90");
 }
 
-// FP8 inputs on devices with FP8 tensor cores (sm_89 and newer): "auto" takes mma_fp8_sm89 (the
-// reference runs them by name); the 16-bit families say why they refuse; sm_80/86 refuse FP8 altogether.
-TEST(Selection, Fp8InputsRunOnMmaFp8FromSm89AndAreRefusedOnSm80) {
+// FP8 inputs on devices with FP8 tensor cores (sm_89 and newer): "auto" takes wgmma_sm90 on Hopper at
+// D = 128 and mma_fp8_sm89 otherwise (the reference runs them by name); the other families say why they
+// refuse; sm_80/86 refuse FP8 altogether.
+TEST(Selection, Fp8InputsRunOnTheFp8KernelsFromSm89AndAreRefusedOnSm80) {
   auto p = valid_params();
   p.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
   p.q_descale = p.k_descale = p.v_descale = reinterpret_cast<const float*>(uintptr_t{0x50000000});
@@ -69,13 +70,22 @@ TEST(Selection, Fp8InputsRunOnMmaFp8FromSm89AndAreRefusedOnSm80) {
     const auto named = select_any_arch(p, dev, "mma_fp8_sm89");
     EXPECT_TRUE(named.check.ok()) << named.check.message;
     EXPECT_EQ(named.variant, evosdpa::detail::mma_fp8::config_index(64));
-    for (const char* name : {"wgmma_sm90", "mma_sm80"}) {
-      if (dev.cc_major != 9 && std::string(name) == "wgmma_sm90") continue;  // refused for the arch first
-      const auto named = select_any_arch(p, dev, name);
-      EXPECT_EQ(named.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
-      EXPECT_NE(named.check.message.find("FP8 (E4M3) inputs are not supported yet"), std::string::npos)
-          << named.check.message;
-    }
+    const auto sm80 = select_any_arch(p, dev, "mma_sm80");
+    EXPECT_EQ(sm80.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(sm80.check.message.find("FP8 (E4M3) inputs are not supported yet"), std::string::npos)
+        << sm80.check.message;
+    if (dev.cc_major != 9) continue;  // wgmma_sm90 is refused for the arch first
+    const auto wg64 = select_any_arch(p, dev, "wgmma_sm90");
+    EXPECT_EQ(wg64.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(wg64.check.message.find("head_dim 64 with FP8 (E4M3) inputs (128 only)"), std::string::npos)
+        << wg64.check.message;
+    auto d128 = valid_params(2, 8, 512, 512, 128);
+    d128.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
+    d128.q_descale = d128.k_descale = d128.v_descale = p.q_descale;
+    const auto s128 = select_any_arch(d128, dev, "auto");
+    ASSERT_TRUE(s128.check.ok()) << s128.check.message;
+    EXPECT_EQ(name_of(s128), "wgmma_sm90");
+    EXPECT_TRUE(evosdpa::detail::wgmma_sm90::kConfigs[s128.variant / 4].fp8);
   }
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024)}) {
     const auto s = select_any_arch(p, dev, "auto");

@@ -34,6 +34,7 @@ TEST(TuneSpaces, MmaTableRowsAreValidGenomesAndRoundTrip) {
 
 TEST(TuneSpaces, WgmmaTableRowsAreValidGenomesAndRoundTrip) {
   for (const wg::TileConfig& c : wg::kConfigs) {
+    if (c.fp8) continue;  // the space covers the 16-bit rows
     const GenomeSpace s = wgmma_sm90_space(c.head_dim, c.split_keys);
     const std::vector<Genome> table = wgmma_sm90_table(c.head_dim, c.split_keys);
     bool found = false;

@@ -54,10 +54,12 @@ std::vector<std::tuple<std::string, KCase>> params_for_all_kernels() {
   std::vector<std::tuple<std::string, KCase>> out;
   for (const auto& c : all_cases())
     for (const char* k : {"mma_sm80", "wgmma_sm90", "mma_fp8_sm89", "reference"}) {
-      // Each family on the inputs it takes: FP8 ones on mma_fp8_sm89 and the reference (the 16-bit
-      // families refuse them by name, which tests/cpu/test_selection.cpp checks).
-      const bool fp8 = c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3, fp8_family = std::string(k) == "mma_fp8_sm89";
-      if (fp8 ? (std::string(k) == "reference" || fp8_family) : !fp8_family) out.emplace_back(k, c);
+      // Each family on the inputs it takes: FP8 ones on mma_fp8_sm89, the reference and (D = 128)
+      // wgmma_sm90 (mma_sm80 refuses them by name, which tests/cpu/test_selection.cpp checks).
+      const std::string name = k;
+      const bool fp8 = c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3, fp8_family = name == "mma_fp8_sm89";
+      const bool takes_fp8 = name == "reference" || fp8_family || (name == "wgmma_sm90" && c.s.head_dim == 128);
+      if (fp8 ? takes_fp8 : !fp8_family) out.emplace_back(k, c);
     }
   return out;
 }
@@ -101,6 +103,7 @@ TEST(Determinism, HundredRunsAreBitwiseEqual) {
   DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT8_E4M3, Layout::BHSD, in, true, EVOSDPA_DTYPE_BFLOAT16);
   ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "reference"));
   ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "mma_fp8_sm89"));
+  ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "wgmma_sm90"));
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ struct RowCase {
 
 std::string name_of(const RowCase& r) {
   const wg::TileConfig& t = wg::kConfigs[r.choice.row];
-  return describe(r.c) + "_m" + std::to_string(t.block_m()) + (t.split_keys ? "splitkeys" : "") + "_x" +
+  return describe(r.c) + "_m" + std::to_string(t.block_m()) + (t.split_keys ? "splitkeys" : "") + (t.fp8 ? "fp8" : "") + "_x" +
          std::to_string(r.choice.splits);
 }
 
@@ -41,12 +41,11 @@ std::vector<RowCase> row_cases() {
   std::vector<RowCase> out;
   for (const KCase& c : all_cases()) {
     if (c.name == "big" || c.name == "biggrid" || c.s.seqlen_q > 2048) continue;
-    if (c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3) continue;  // no FP8 rows yet
     for (int row = 0; row < wg::kConfigCount; ++row) {
       const wg::TileConfig& t = wg::kConfigs[row];
-      if (t.head_dim != c.s.head_dim) continue;
+      if (t.head_dim != c.s.head_dim || t.fp8 != (c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)) continue;
       out.push_back({c, {row, 1}});
-      if (!t.split_keys && c.s.seqlen_k > t.block_n) out.push_back({c, {row, 2}});
+      if (!t.split_keys && !t.fp8 && c.s.seqlen_k > t.block_n) out.push_back({c, {row, 2}});
     }
   }
   return out;

@@ -25,7 +25,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtensorMapDataType dtype, int box_rows) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encoder();
   if (encode == nullptr) return cudaErrorNotSupported;
-  constexpr cuuint64_t kElem = 2;
+  // E4M3 inputs travel as bytes (UINT8): TMA only moves them.
+  const cuuint64_t kElem = dtype == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2;
   // Innermost first. A dimension of size 1 is never stepped over; give it the span of the dimensions
   // inside it so that the stride TMA checks (a multiple of 16 bytes) is valid whatever the caller set.
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.head_dim), static_cast<cuuint64_t>(t.seqlen),
@@ -34,7 +35,7 @@ cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtenso
   const cuuint64_t head = t.heads > 1 ? static_cast<cuuint64_t>(t.head_stride) * kElem : seq * dims[1];
   const cuuint64_t batch = t.batch > 1 ? static_cast<cuuint64_t>(t.batch_stride) * kElem : head * dims[2];
   const cuuint64_t strides[3] = {t.seqlen > 1 ? seq : 128, head, batch};
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(128 / kElem), static_cast<cuuint32_t>(box_rows), 1, 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   // Rows past seqlen read as zeros (OOB_FILL_NONE fills zeros): the tails need no separate path.
   const CUresult r = encode(&map, dtype, 4, const_cast<void*>(t.ptr), dims, strides, box, elem_strides,

@@ -1,5 +1,6 @@
 // TMA tensor maps for the Hopper family: a [batch, heads, seq, head_dim] tensor with element strides,
-// tiled as boxes of 64 head-dim columns (128 bytes, one 128B-swizzle atom) by `box_rows` sequence rows.
+// tiled as boxes of 128 bytes of head-dim columns (one 128B-swizzle atom: 64 fp16/bf16 columns, 128 E4M3
+// ones as UINT8) by `box_rows` sequence rows.
 // Encoded on the host per call (no allocation, so the call stays graph-capturable) and passed to the
 // kernel as a __grid_constant__ parameter.
 #pragma once

@@ -21,24 +21,36 @@ struct TileConfig {
   bool split_keys = false;  // the consumers share one block of 64 query rows and take its K/V tiles in
                             // turn, merging their partial results in shared memory at the end: twice the
                             // CTAs of a row split for grids of less than a wave (one item per CTA)
+  bool fp8 = false;         // E4M3 inputs (k32 wgmma, both operands K-major): V arrives [keys][D] and is
+                            // transposed in shared memory by the producer warpgroup's warps 1-3 into a
+                            // second ring; O (fp16/bf16, twice Q's bytes) leaves through its own buffers
 
-  static constexpr int kElemBytes = 2;  // fp16 / bf16
+  constexpr int elem_bytes() const { return fp8 ? 1 : 2; }  // of Q, K and V
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
   // its O on the way out (the epilogue's TMA store).
   static constexpr int kQBuffers = 2;
 
   constexpr int block_m() const { return split_keys ? 64 : 64 * consumers; }  // query rows per work item
   constexpr int threads() const { return 128 * (1 + consumers); }  // one producer warpgroup issuing TMA
-  constexpr int d_blocks() const { return head_dim / 64; }
-  constexpr int q_bytes() const { return block_m() * head_dim * kElemBytes; }
-  constexpr int kv_tile_bytes() const { return block_n * head_dim * kElemBytes; }
+  // Q, K and V rows are stored as blocks of 128 bytes (one 128B-swizzle atom, the widest box a
+  // 128B-swizzled TMA load takes): 64 fp16/bf16 columns or 128 E4M3 ones.
+  constexpr int block_cols() const { return 128 / elem_bytes(); }
+  constexpr int d_blocks() const { return head_dim / block_cols(); }
+  constexpr int q_bytes() const { return block_m() * head_dim * elem_bytes(); }
+  constexpr int kv_tile_bytes() const { return block_n * head_dim * elem_bytes(); }
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
   // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
   // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh), then
   // per Q buffer its item's Work (5 ints, which the producer computes for the consumers), then with
   // split_keys the partial results consumers 1.. hand to consumer 0; plus 1024 bytes to align the base.
-  constexpr int barrier_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
-  constexpr int stats_offset() const { return barrier_offset() + 8 * (2 * kQBuffers + 4 * stages + 1); }
+  // FP8 rows add the transposed V ring and per consumer a buffer of its 64 rows of O (2-byte elements)
+  // after the V ring, and the transposed ring's full and empty barriers after the others.
+  constexpr int vt_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
+  constexpr int o_stage_offset() const { return vt_offset() + (fp8 ? stages * kv_tile_bytes() : 0); }
+  constexpr int o_stage_bytes() const { return 64 * head_dim * 2; }  // one consumer's rows of O
+  constexpr int barrier_offset() const { return o_stage_offset() + (fp8 ? consumers * o_stage_bytes() : 0); }
+  constexpr int barrier_count() const { return 2 * kQBuffers + 4 * stages + 1 + (fp8 ? 2 * stages : 0); }
+  constexpr int stats_offset() const { return barrier_offset() + 8 * barrier_count(); }
   constexpr int work_offset() const { return stats_offset() + 2 * 4 * block_m(); }
   constexpr int handoff_offset() const { return work_offset() + kQBuffers * 32; }
   // split_keys: per consumer after the first, each thread's O accumulators, its two rows' m and l.
@@ -81,20 +93,26 @@ struct Choice {
 //    the same register split. (1,8,512,64) under graph replay 9.9 us (mma_sm80, the choice before) ->
 //    8.3-8.5; (1,8,512,128) 11.6 -> 9.7; (1,8,256,64) 7.1 -> 6.8 (docs/perf-log.md v8.6). Four stages at
 //    D = 64: every tile of L = 512 in flight at once.
-// Registers: 2 consumers x 240 + 24, 3 x 160 + 32 (x 128 threads <= 64K).
+// Registers: 2 consumers x 240 + 24, 3 x 160 + 32, 2 x 224 + 56 (x 128 threads <= 64K).
 inline constexpr TileConfig kConfigs[] = {
     {64, 128, 2, 3, 32, 160, 1.15, 1.08},
     {64, 128, 2, 2, 24, 240, 1.0, 1.0},
     {128, 128, 2, 2, 24, 240, 1.0, 1.0},
     {64, 128, 4, 2, 24, 240, 1.0, 1.0, true},
     {128, 128, 2, 2, 24, 240, 1.0, 1.0, true},
+    // E4M3 at D = 128 (docs/fp8-design.md, step 3): the producer warpgroup's warps 1-3 transpose V, which
+    // with 40 registers spilled (ptxas keeps each setmaxnreg region within its count); the consumers' P
+    // fragments are half the 16-bit ones.
+    {128, 128, 2, 2, 56, 224, 1.0, 1.0, false, true},
 };
 inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
-// The row of kConfigs with this head size, consumer count and split (the instantiation files name rows so).
-constexpr int row_of(int head_dim, int consumers, bool split_keys = false) {
+// The row of kConfigs with this head size, consumer count, split and input type (the instantiation files
+// name rows so).
+constexpr int row_of(int head_dim, int consumers, bool split_keys = false, bool fp8 = false) {
   for (int i = 0; i < kConfigCount; ++i)
-    if (kConfigs[i].head_dim == head_dim && kConfigs[i].consumers == consumers && kConfigs[i].split_keys == split_keys)
+    if (kConfigs[i].head_dim == head_dim && kConfigs[i].consumers == consumers &&
+        kConfigs[i].split_keys == split_keys && kConfigs[i].fp8 == fp8)
       return i;
   return -1;
 }
@@ -126,20 +144,20 @@ constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_c
 // of CTAs (a power of two, at most kMaxSplits, each with at least kMinTilesPerSplit tiles, the clusters
 // within cluster_slots): one round of rows times the tiles of one split. A split_keys row runs only
 // where its items (64 rows) fit in one wave, each CTA over all the item's tiles. In floating point:
-// items can pass 2^63.
+// items can pass 2^63. FP8 inputs take the FP8 rows, which are not split.
 constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
-                               bool causal, int sm_count) {
+                               bool causal, int sm_count, bool fp8 = false) {
   Choice best{-1, 1};
   double best_time = 0;
   for (int i = 0; i < kConfigCount; ++i) {
-    if (kConfigs[i].head_dim != head_dim) continue;
+    if (kConfigs[i].head_dim != head_dim || kConfigs[i].fp8 != fp8) continue;
     const long long bm = kConfigs[i].block_m();
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
     const double tiles = static_cast<double>((seqlen_k + kConfigs[i].block_n - 1) / kConfigs[i].block_n);
     int splits = 1;
     if (kConfigs[i].split_keys) {
       if (items > sm_count) continue;  // one item per CTA, every CTA in the first wave
-    } else {
+    } else if (!fp8) {
       while (2 * splits <= kMaxSplits && 2 * splits * kMinTilesPerSplit <= tiles &&
              items * 2 * splits <= cluster_slots(2 * splits, sm_count))
         splits *= 2;
@@ -161,7 +179,9 @@ constexpr bool valid(const TileConfig& c) {
          c.producer_regs % 8 == 0 && c.consumer_regs % 8 == 0 &&            // setmaxnreg's granularity
          128 * (c.producer_regs + c.consumers * c.consumer_regs) <= 65536 &&  // the register file
          c.kv_tile_bytes() % 1024 == 0 && c.q_bytes() % 1024 == 0 &&       // tiles stay 1024-byte aligned
-         c.block_m() * c.partial_row_bytes() <= 2 * c.stages * c.kv_tile_bytes() &&  // the partial O fits
+         c.head_dim % c.block_cols() == 0 &&                               // whole 128-byte blocks
+         (c.fp8 || c.block_m() * c.partial_row_bytes() <= 2 * c.stages * c.kv_tile_bytes()) &&  // partial O fits
+         (!c.fp8 || (c.head_dim == 128 && c.block_n == 128 && !c.split_keys)) &&  // one block of Q/K, of V^T rows
          c.smem_bytes() <= 227 * 1024;                                       // sm_90's per-block opt-in limit
 }
 

@@ -47,7 +47,9 @@ __device__ __forceinline__ void store_lse(const KernelParams& p, const Work& w, 
 // read it, which that thread checks after the next item's first S GEMM: by then it has long happened, and
 // no warp of the warpgroup waits for it (waiting right after the store cost 10% at D=64, L=512). Against
 // 4-byte global stores from the registers (8 rows per warp instruction), +4% at causal D=128, L=512
-// with the wait, +10% with it deferred.
+// with the wait, +10% with it deferred. FP8 rows: O (fp16 or bf16, o_dtype) is twice Q's bytes, so each
+// consumer has a buffer of its own (o_stage), which the warpgroup writes once the storing thread has seen
+// the previous store read it (the barrier at the start of store: that thread passed first_s_done).
 template <typename T, int kIndex>
 struct StoreEpilogue {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
@@ -66,9 +68,14 @@ struct StoreEpilogue {
   __device__ void store(const KernelParams& p, const CUtensorMap* to, const Work& w, const Smem<kIndex>& sm,
                         int q_buf, int consumer, int row_lo, int lane, const float (&o)[kCfg.head_dim / 2],
                         const float (&m)[2], float (&l)[2]) {
-    constexpr int D = kCfg.head_dim, kBlockBytes = Shape<kIndex>::kBlockM * 128;  // one 64-column block of Q
+    constexpr int D = kCfg.head_dim;
+    // One 64-column block of O: in Q's buffer, block_m rows; in an FP8 row's o_stage, the consumer's 64.
+    constexpr int kBlockBytes = (kCfg.fp8 ? 64 : Shape<kIndex>::kBlockM) * 128;
     const int t = threadIdx.x % 128;
-    const uint32_t rows = sm.q(q_buf) + consumer * 64 * 128;  // the warpgroup's 64 rows in each block
+    // The warpgroup's 64 rows in each block.
+    const uint32_t rows = kCfg.fp8 ? sm.o_stage(consumer) : sm.q(q_buf) + consumer * 64 * 128;
+    if constexpr (kCfg.fp8) named_sync_warpgroup(kCfg.consumers + 1 + consumer);
+    const bool bf16_out = kCfg.fp8 && p.o_dtype == EVOSDPA_DTYPE_BFLOAT16;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float inv = inverse_row_sum(l[r]);
@@ -77,8 +84,12 @@ struct StoreEpilogue {
 #pragma unroll
       for (int c = 0; c < D / 8; ++c) {  // 8-column chunk c: 16-byte unit (c % 8) ^ (row % 8) of its row
         const int i = 4 * c + 2 * r;
-        st_shared(rows + (c / 8) * kBlockBytes + row * 128 + (((c % 8) ^ (lane / 4)) * 16) + 4 * (lane & 3),
-                  pack2<T>(o[i] * inv, o[i + 1] * inv));
+        uint32_t pair;
+        if constexpr (kCfg.fp8)
+          pair = bf16_out ? pack2<__nv_bfloat16>(o[i] * inv, o[i + 1] * inv) : pack2<__half>(o[i] * inv, o[i + 1] * inv);
+        else
+          pair = pack2<T>(o[i] * inv, o[i + 1] * inv);
+        st_shared(rows + (c / 8) * kBlockBytes + row * 128 + (((c % 8) ^ (lane / 4)) * 16) + 4 * (lane & 3), pair);
       }
     }
     fence_async_shared();

@@ -23,7 +23,7 @@ constexpr long long kMaxGridX = INT32_MAX;
 
 wgmma_sm90::Choice choice_for(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return wgmma_sm90::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, p.seqlen_k,
-                                   p.causal != EVOSDPA_CAUSAL_NONE, dev.sm_count);
+                                   p.causal != EVOSDPA_CAUSAL_NONE, dev.sm_count, p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3);
 }
 
 FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
@@ -32,20 +32,24 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
     return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::move(message))};
   };
   if (dev.cc_major != 9) return refuse(who + "needs a Hopper GPU (compute capability 9.x)");
-  if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
-    return refuse(who + (p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? std::string("FP8 (E4M3) inputs are not supported yet")
-                                                               : "dtype " + std::to_string(static_cast<int>(p.dtype))) +
-                  " (fp16, bf16)");
+  const bool fp8 = p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
+  if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16 && !fp8)
+    return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " (fp16, bf16, FP8 E4M3)");
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   const int variant = choice.row;
-  if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
+  if (variant < 0)
+    return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim) +
+                  (fp8 ? " with FP8 (E4M3) inputs (128 only)" : ""));
   const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes();
   if (smem > dev.max_smem_per_block_optin)
     return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
                   std::to_string(dev.max_smem_per_block_optin));
-  const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));
-  for (const TensorView& t : tensors(p)) {
+  const auto views = tensors(p);  // q, k, v, o
+  for (size_t i = 0; i < views.size(); ++i) {
+    const TensorView& t = views[i];
     if (t.empty()) continue;
+    // O's elements are o_dtype's with FP8 inputs.
+    const int64_t elem = static_cast<int64_t>(i == 3 ? output_elem_bytes(p) : input_elem_bytes(p));
     if (reinterpret_cast<uintptr_t>(t.ptr) % kTmaAlign != 0)
       return refuse(who + t.name + " is not " + std::to_string(kTmaAlign) + "-byte aligned");
     for (int d = 0; d < 3; ++d) {

@@ -11,6 +11,9 @@
 //     runs under the softmax of the next, and the warpgroups take turns with the tensor cores.
 //     O is normalised once at the end and leaves through the Epilogue.
 // Registers move from the producer to the consumers with setmaxnreg (the table's split).
+// FP8 (E4M3) rows: wgmma k32 takes both operands K-major, so warps 1-3 of the producer warpgroup
+// transpose each V tile into a second ring (transpose_v), with the keys of each 16-key group in the
+// order P's fragments hold them (to_fragments); the descales fold into the score scale and O.
 #pragma once
 
 #include <cuda.h>
@@ -22,6 +25,7 @@
 
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
+#include "kernels/mma_fp8/mma_fp8_primitives.cuh"
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_epilogue.cuh"
@@ -48,7 +52,8 @@ __device__ __forceinline__ Work load_q(const CUtensorMap* tq, const KernelParams
   for (int f = 0; f < 5; ++f) st_shared(sm.work(buf, f), static_cast<uint32_t>(fields[f]));
   mbar_expect_tx(sm.q_full(buf), Smem<kIndex>::kQBytes);
   for (int b = 0; b < Smem<kIndex>::kDBlocks; ++b)
-    tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), 64 * b, w.q0, w.head, w.batch);
+    tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), Smem<kIndex>::kBlockCols * b, w.q0,
+             w.head, w.batch);
   return w;
 }
 
@@ -82,14 +87,16 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
       if (c >= kCfg.stages) mbar_wait(sm.k_empty(s), (c / kCfg.stages - 1) & 1);  // the phase that freed s
       mbar_expect_tx(sm.k_full(s), S::kTileBytes);
       for (int b = 0; b < S::kDBlocks; ++b)
-        tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), 64 * b, (w.t0 + t) * kCfg.block_n, kv_head, w.batch);
+        tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), S::kBlockCols * b, (w.t0 + t) * kCfg.block_n, kv_head,
+                 w.batch);
     };
     const auto load_v = [&](int t) {
       const int c = tiles + t, s = c % kCfg.stages;
       if (c >= kCfg.stages) mbar_wait(sm.v_empty(s), (c / kCfg.stages - 1) & 1);
       mbar_expect_tx(sm.v_full(s), S::kTileBytes);
       for (int b = 0; b < S::kDBlocks; ++b)
-        tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), 64 * b, (w.t0 + t) * kCfg.block_n, kv_head, w.batch);
+        tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), S::kBlockCols * b, (w.t0 + t) * kCfg.block_n, kv_head,
+                 w.batch);
     };
     // split_keys: K of tile t goes out before V of tile t - 1, which is needed only after S_{t-1}'s
     // softmax, so that the next consumer's first K tile is not behind a V: (1,8,512,128) 10.9 -> 9.8 us
@@ -103,6 +110,76 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
       if (t - kVLag == q_after && ahead) next = load_q<kIndex, Schedule>(tq, p, g, sm, iter + 1);
     }
     tiles += w.n_tiles;
+  }
+}
+
+// ---- V transpose (FP8) -------------------------------------------------------------------------------
+// prmt with a selector in a register (the lane's load order picks it).
+__device__ __forceinline__ uint32_t byte_perm_r(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+  return d;
+}
+__device__ __forceinline__ uint4 ld_shared_u4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+
+// Warps 1-3 of the producer warpgroup, for each K/V tile in ring order: once TMA has put V ([keys][128
+// bytes of D], 128B-swizzled) in v(s) and the consumers have released vt(s), write V^T ([D][128 keys],
+// the same swizzle, K-major for wgmma) to vt(s). Position 4q + j of each 16-key group holds key
+// 2q + (j & 1) + 8 (j >> 1): the keys of P's fragment register for quad lane q (to_fragments), so P
+// needs no shuffle. Lane (group gi = lane / 4, q = lane % 4) loads 16 bytes (D columns 16ch..16ch+15)
+// of its 4 keys, turns the 4 x 16 bytes around with byte permutes and stores 16 words of 4 keys:
+// odd groups load their keys in the order 2q+1, 2q (selectors swapped to match), so the 8 lanes of a
+// load phase read 8 different 16-byte units of the swizzle, and the 32 lanes of a store write one D row's
+// 32 words: no bank conflicts. Then v(s) is free for the next load.
+template <int kIndex, typename Schedule>
+__device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem<kIndex>& sm) {
+  constexpr TileConfig kCfg = kConfigs[kIndex];
+  static_assert(kCfg.block_n == 128 && kCfg.head_dim == 128, "one 128-byte block of keys and of D");
+  constexpr int kWarps = 3, kChunks = 8;  // transposing warps; 16-byte chunks of D per key row
+  const int warp = static_cast<int>(threadIdx.x / 32) - 1, lane = threadIdx.x % 32;
+  const int q = lane & 3, gi = lane >> 2, odd = gi & 1;
+  const uint32_t sel_lo = odd ? 0x1504u : 0x5140u, sel_hi = odd ? 0x3726u : 0x7362u;
+  const int key0 = 16 * gi + 2 * q + odd, key1 = 16 * gi + 2 * q + (odd ^ 1);  // then key0 + 8, key1 + 8
+  const int items = Schedule::items(g);
+  int c = 0;  // ring position
+  for (int iter = 0; iter < items; ++iter) {
+    const int n_tiles = Schedule::item(p, g, iter).n_tiles;
+    for (int t = 0; t < n_tiles; ++t, ++c) {
+      const int s = c % kCfg.stages;
+      const uint32_t phase = (c / kCfg.stages) & 1;
+      mbar_wait(sm.v_full(s), phase);
+      if (c >= kCfg.stages) mbar_wait(sm.vt_empty(s), phase ^ 1);
+      const uint32_t src = sm.v(s), dst = sm.vt(s);
+#pragma unroll 1
+      for (int ch = warp; ch < kChunks; ch += kWarps) {
+        const int keys[4] = {key0, key1, key0 + 8, key1 + 8};
+        uint32_t r[4][4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const uint4 v = ld_shared_u4(src + keys[k] * 128 + ((ch ^ (keys[k] & 7)) << 4));
+          r[k][0] = v.x, r[k][1] = v.y, r[k][2] = v.z, r[k][3] = v.w;
+        }
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {  // D columns 16ch + 4w .. +3
+          const uint32_t t0 = byte_perm_r(r[0][w], r[1][w], sel_lo), t1 = byte_perm_r(r[0][w], r[1][w], sel_hi);
+          const uint32_t t2 = byte_perm_r(r[2][w], r[3][w], sel_lo), t3 = byte_perm_r(r[2][w], r[3][w], sel_hi);
+          const uint32_t out[4] = {mma_fp8::byte_perm<0x5410>(t0, t2), mma_fp8::byte_perm<0x7632>(t0, t2),
+                                   mma_fp8::byte_perm<0x5410>(t1, t3), mma_fp8::byte_perm<0x7632>(t1, t3)};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int d = 16 * ch + 4 * w + e;
+            st_shared(dst + d * 128 + ((gi ^ (d & 7)) << 4) + 4 * q, out[e]);
+          }
+        }
+      }
+      fence_async_shared();  // the writes, before the consumers' wgmma (async proxy) reads them
+      mbar_arrive(sm.vt_full(s));
+      mbar_arrive(sm.v_empty(s));
+    }
   }
 }
 
@@ -135,6 +212,16 @@ __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelP
 // (FlashAttention-4's conditional rescaling).
 constexpr float kMaxSlack = 8.f;
 
+// How a row's P is formed: P = 2^(S - m + offset), m moving when a tile's max passes it by more than
+// slack. 16-bit P: offset 0, slack kMaxSlack (P <= 2^8). E4M3 P (at most 448): slack 0 and offset 8,
+// so P <= 256 and the small values stay further above E4M3's subnormals (FlashAttention-3's Max_offset;
+// the library's FP8 baseline, tests/cpu/fused_emulation.cpp). O / l cancels the offset, the lse takes it off.
+template <bool kFp8>
+struct PForm {
+  static constexpr float kSlack = kFp8 ? 0.f : kMaxSlack;
+  static constexpr float kOffset = kFp8 ? 8.f : 0.f;
+};
+
 // Online softmax over one tile for the thread's two rows: move the reference max m (log2 domain) if the
 // tile's max passes it by more than kMaxSlack, turn the scores into P = 2^(S - m) and fold them into the
 // partial row sums l, rescaled by alpha = 2^(m_old - m_new) (1 where m stayed); O must be rescaled by alpha
@@ -145,7 +232,7 @@ constexpr float kMaxSlack = 8.f;
 // The four lanes of a row hold disjoint columns: the max is shared among them, l stays partial.
 // Max and sum run as four independent chains per row (the thread's 32 values of a row in a single chain
 // left the warps waiting on each FMNMX and FADD: ncu's top stall, "wait", 1.86 per instruction at D=64).
-template <int kBlockN, bool kFolded>
+template <int kBlockN, bool kFolded, typename Form>
 __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float scale, float (&m)[2], float (&l)[2],
                                              float (&alpha)[2]) {
   // Element i belongs to row (i >> 1) & 1; chain c = (i & 1) + 2 * ((i >> 2) & 1) of that row.
@@ -166,14 +253,14 @@ __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float scal
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     if constexpr (kFolded) tile_max *= scale;
-    if (tile_max > m[r] + kMaxSlack) {  // true too for m = -inf and a finite max; false for NaN
+    if (tile_max > m[r] + Form::kSlack) {  // true too for m = -inf and a finite max; false for NaN
       alpha[r] = fast_exp2(m[r] - tile_max);
       m[r] = tile_max;
       l[r] *= alpha[r];
     } else {
       alpha[r] = 1.f;
     }
-    base[r] = m[r] == -INFINITY ? 0.f : m[r];
+    base[r] = m[r] == -INFINITY ? 0.f : m[r] - Form::kOffset;
   }
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
@@ -195,24 +282,42 @@ __device__ __forceinline__ void rescale_o(float (&o)[D / 2], const float (&alpha
 
 // P as the A operand of O += P.V: k-step kk (keys 16kk..16kk+15) is the accumulator elements
 // 8kk..8kk+7 paired in order, the same fragment layout, so no data moves between threads.
+// E4M3 (k32 steps): fragment register j holds 4 keys of one row, the row g (j even) or g + 8 (j odd)
+// of the accumulators and keys 16 (j / 2) + {2q, 2q + 1, 8 + 2q, 9 + 2q} of the step, in that order:
+// accumulator elements 16kk + 8 (j / 2) + {0, 1, 4, 5} (+ 2 for odd j), no data moves between
+// threads. The k-position 4q + i of each 16-key group thus holds key 2q + (i & 1) + 8 (i >> 1), the
+// order transpose_v writes V^T's keys in.
 template <typename T, int kBlockN>
-__device__ __forceinline__ void to_fragments(const float (&s)[kBlockN / 2], uint32_t (&a)[kBlockN / 16][4]) {
+constexpr int kPSteps = sizeof(T) == 1 ? kBlockN / 32 : kBlockN / 16;  // k-steps of O += P.V
+template <typename T, int kBlockN>
+__device__ __forceinline__ void to_fragments(const float (&s)[kBlockN / 2], uint32_t (&a)[kPSteps<T, kBlockN>][4]) {
+  if constexpr (sizeof(T) == 1) {
 #pragma unroll
-  for (int kk = 0; kk < kBlockN / 16; ++kk)
+    for (int kk = 0; kk < kBlockN / 32; ++kk)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) a[kk][j] = pack2<T>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+      for (int j = 0; j < 4; ++j) {
+        const int b = 16 * kk + 8 * (j >> 1) + 2 * (j & 1);
+        a[kk][j] = mma_fp8::pack_e4m3(s[b], s[b + 1], s[b + 4], s[b + 5]);
+      }
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) a[kk][j] = pack2<T>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+  }
 }
 
 // The descriptor of a warpgroup's 64 rows of Q (128B swizzle, K-major), computed once per item.
 __device__ __forceinline__ uint64_t q_desc_of(uint32_t q_rows) { return matrix_desc(q_rows, 16, 1024); }
 
-// S = Q.K^T for the stage's K tile: D/16 k-steps, k-step kk 32 bytes into 64-column block kk/4 of both.
+// S = Q.K^T for the stage's K tile: k-steps of 32 bytes (16 fp16/bf16 columns, 32 E4M3 ones), k-step
+// kk 32 bytes into 128-byte block kk/4 of both.
 template <typename T, int kIndex>
 __device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 2], uint64_t q_desc, uint32_t k_tile) {
   constexpr int D = kConfigs[kIndex].head_dim, BN = kConfigs[kIndex].block_n;
   const uint64_t k_desc = matrix_desc(k_tile, 16, 1024);
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
+  for (int kk = 0; kk < D * static_cast<int>(sizeof(T)) / 32; ++kk) {
     const uint32_t step = (kk & 3) * 32;
     const uint64_t a = desc_advance(q_desc, (kk >> 2) * Shape<kIndex>::kBlockM * 128 + step);
     const uint64_t b = desc_advance(k_desc, (kk >> 2) * BN * 128 + step);
@@ -221,32 +326,40 @@ __device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 
   wgmma_commit();
 }
 
-// O += P.V: V is [keys][D], so B is N-major (transpose bit): 8-key groups 1024 bytes apart, 64-column
-// blocks BN*128 bytes apart, 16 keys (2048 bytes) per k-step.
+// O += P.V. 16-bit: V is [keys][D], so B is N-major (transpose bit): 8-key groups 1024 bytes apart,
+// 64-column blocks BN*128 bytes apart, 16 keys (2048 bytes) per k-step. E4M3: V^T ([D][keys], K-major,
+// transpose_v), 32 keys (32 bytes) per k-step, like K in issue_qk.
 template <typename T, int kIndex>
 __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 2],
-                                         const uint32_t (&pa)[kConfigs[kIndex].block_n / 16][4], uint32_t v_tile) {
+                                         const uint32_t (&pa)[kPSteps<T, kConfigs[kIndex].block_n>][4], uint32_t v_tile) {
   constexpr int D = kConfigs[kIndex].head_dim, BN = kConfigs[kIndex].block_n;
-  const uint64_t v_desc = matrix_desc(v_tile, BN * 128, 1024);
+  if constexpr (sizeof(T) == 1) {
+    const uint64_t vt_desc = matrix_desc(v_tile, 16, 1024);
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) mma_rs<D, T>(o, pa[kk], desc_advance(v_desc, kk * 2048));
+    for (int kk = 0; kk < BN / 32; ++kk) mma_rs<D, T>(o, pa[kk], desc_advance(vt_desc, kk * 32));
+  } else {
+    const uint64_t v_desc = matrix_desc(v_tile, BN * 128, 1024);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) mma_rs<D, T>(o, pa[kk], desc_advance(v_desc, kk * 2048));
+  }
   wgmma_commit();
 }
 
-// Mask S_j and run its softmax in the log2 domain (O's rescale is left to the caller).
-template <int kBlockN>
-__device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, int key0, int row0,
-                                                int row_lo, int lane, float (&m)[2], float (&l)[2],
+// Mask S_j and run its softmax in the log2 domain (O's rescale is left to the caller). scale_log2: the
+// scores' scale times log2(e) (with FP8 inputs times q_descale * k_descale).
+template <int kBlockN, typename Form>
+__device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, float scale_log2,
+                                                int key0, int row0, int row_lo, int lane, float (&m)[2], float (&l)[2],
                                                 float (&alpha)[2]) {
   const bool masked = key0 + kBlockN > p.seqlen_k || (p.causal && key0 + kBlockN - 1 > row0 + p.causal_offset);
-  if (p.scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
+  if (scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
     if (masked) mask_tile<kBlockN>(sc, p, key0, row_lo, lane);
-    softmax_step<kBlockN, true>(sc, p.scale_log2, m, l, alpha);
+    softmax_step<kBlockN, true, Form>(sc, scale_log2, m, l, alpha);
   } else {  // scale first: -inf (mask) times a negative or zero scale would be +inf or NaN
 #pragma unroll
-    for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= p.scale_log2;
+    for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= scale_log2;
     if (masked) mask_tile<kBlockN>(sc, p, key0, row_lo, lane);
-    softmax_step<kBlockN, false>(sc, 1.f, m, l, alpha);
+    softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   }
 }
 
@@ -271,8 +384,8 @@ __device__ __forceinline__ void skip_turn(const Smem<kIndex>& sm, int c, int my_
   if (!keep) named_arrive(next_turn);
   mbar_wait(sm.k_full(s), phase);
   mbar_arrive(sm.k_empty(s));
-  mbar_wait(sm.v_full(s), phase);
-  mbar_arrive(sm.v_empty(s));
+  mbar_wait(sm.pv_full(s), phase);
+  mbar_arrive(sm.pv_empty(s));
 }
 
 // The item's tiles a consumer computes: tile first + k * stride for k < count. A row split (each
@@ -326,6 +439,18 @@ __device__ __forceinline__ bool hand_over(const Smem<kIndex>& sm, int consumer,
   return true;
 }
 
+// Before the epilogue, FP8 rows: O times v_descale, and m less P's offset, so that the epilogue's
+// O / l and lse (m + log2 l) are those of the dequantised inputs.
+template <bool kFp8, int N>
+__device__ __forceinline__ void finish_rows(float (&o)[N], float (&m)[2], float v_descale) {
+  if constexpr (kFp8) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) o[i] *= v_descale;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) m[r] -= PForm<true>::kOffset;  // -inf stays -inf
+  }
+}
+
 // Per tile j, in one turn of the pingpong: issue S_j = Q.K_j^T and O += P_{j-1}.V_{j-1}; then, while the
 // second runs, the softmax of S_j; then rescale O and turn S_j into the fragments P_j. Tile 0 (no P.V
 // yet) and the last P.V are peeled off the loop: wgmma issues and waits under a condition make ptxas
@@ -334,13 +459,16 @@ __device__ __forceinline__ bool hand_over(const Smem<kIndex>& sm, int consumer,
 // the turns of the others (at D=64, 192-row items, L=512: a quarter of the causal work, a ninth of the
 // non-causal); with split_keys the turns follow the tiles, each taken by the tile's consumer. `tiles` is
 // the ring position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last
-// tile, whose turn its consumer keeps (no one waits for it).
+// tile, whose turn its consumer keeps (no one waits for it). scale_log2: the scores' scale (times
+// q_descale * k_descale with FP8 inputs); v_descale: O's factor (1 for 16-bit inputs).
 template <typename T, int kIndex, typename Epilogue>
 __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const Work& w, int consumer,
-                             const Smem<kIndex>& sm, Epilogue& epilogue, int iter, int tiles, bool last_turn) {
+                             const Smem<kIndex>& sm, Epilogue& epilogue, int iter, int tiles, bool last_turn,
+                             float scale_log2, float v_descale) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
   constexpr int D = kCfg.head_dim, BN = kCfg.block_n, kStages = kCfg.stages, C = kCfg.consumers;
   constexpr bool kSplitKeys = kCfg.split_keys;
+  using Form = PForm<kCfg.fp8>;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int rows_at = kSplitKeys ? 0 : 64 * consumer;  // the warpgroup's rows within the item
   const int row0 = w.q0 + rows_at;                      // the warpgroup's first query row
@@ -359,7 +487,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
-  uint32_t pa[BN / 16][4];
+  uint32_t pa[kPSteps<T, BN>][4];
   if (run.count == 0) {
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
@@ -367,6 +495,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     } else if (!hand_over<kIndex>(sm, consumer, o, m, l)) {
       return;
     }
+    finish_rows<kCfg.fp8>(o, m, v_descale);
     epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
     return;
   }
@@ -381,7 +510,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
-  scores_to_probs<BN>(sc, p, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
+  scores_to_probs<BN, Form>(sc, p, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
   for (int k = 1; k < run.count; ++k) {
@@ -392,36 +521,39 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
     issue_qk<T, kIndex>(sc, q_desc, sm.k(s));
-    mbar_wait(sm.v_full(prev), prev_phase);
-    issue_pv<T, kIndex>(o, pa, sm.v(prev));
+    mbar_wait(sm.pv_full(prev), prev_phase);
+    issue_pv<T, kIndex>(o, pa, sm.pv_tile(prev));
     if (!keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    scores_to_probs<BN>(sc, p, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs<BN, Form>(sc, p, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
-    mbar_arrive(sm.v_empty(prev));
+    mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);
     to_fragments<T, BN>(sc, pa);
   }
 
-  mbar_wait(sm.v_full(c % kStages), (c / kStages) & 1);
+  mbar_wait(sm.pv_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
-  issue_pv<T, kIndex>(o, pa, sm.v(c % kStages));
+  issue_pv<T, kIndex>(o, pa, sm.pv_tile(c % kStages));
   wgmma_wait<0>();
-  mbar_arrive(sm.v_empty(c % kStages));
+  mbar_arrive(sm.pv_empty(c % kStages));
   if constexpr (kSplitKeys) {
     if (!hand_over<kIndex>(sm, consumer, o, m, l)) return;
   } else {
     // After the last P.V: a skipped turn waits for its tile, whose load may need this one's V released.
     for (int j = run.count; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
   }
+  finish_rows<kCfg.fp8>(o, m, v_descale);
   epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
 }
 
 // The consumer warpgroup's work items, with the ring position and the pingpong carried across them.
+// FP8: each item's descales, read for its (batch, K/V head) (FlashAttention-3's indexing).
 template <typename T, int kIndex, typename Schedule, typename Epilogue>
 __device__ void consume(const KernelParams& p, const Geometry& g, const CUtensorMap* to, int consumer,
                         const Smem<kIndex>& sm) {
+  constexpr bool kFp8 = kConfigs[kIndex].fp8;
   const int items = Schedule::items(g);
   Epilogue epilogue;
   // The CTA's last item with tiles holds the last turn, which is kept. Searched from the end: summing
@@ -437,7 +569,13 @@ __device__ void consume(const KernelParams& p, const Geometry& g, const CUtensor
     const Work w{static_cast<int>(ld_shared_u32(sm.work(buf, 0))), static_cast<int>(ld_shared_u32(sm.work(buf, 1))),
                  static_cast<int>(ld_shared_u32(sm.work(buf, 2))), static_cast<int>(ld_shared_u32(sm.work(buf, 3))),
                  static_cast<int>(ld_shared_u32(sm.work(buf, 4)))};
-    consume_item<T, kIndex>(p, to, w, consumer, sm, epilogue, iter, tiles, iter == last);
+    float scale_log2 = p.scale_log2, v_descale = 1.f;
+    if constexpr (kFp8) {
+      const int64_t at = w.batch * p.descale_batch_stride + g.kv_group.div(w.head) * p.descale_head_stride;
+      scale_log2 *= p.q_descale[at] * p.k_descale[at];
+      v_descale = p.v_descale[at];
+    }
+    consume_item<T, kIndex>(p, to, w, consumer, sm, epilogue, iter, tiles, iter == last, scale_log2, v_descale);
     tiles += w.n_tiles;
   }
   epilogue.finish();
@@ -449,6 +587,7 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
                      const KernelParams p, const __grid_constant__ Geometry geo) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
+  constexpr int kTransposers = 96;  // FP8: warps 1-3 of the producer warpgroup (transpose_v)
   extern __shared__ uint8_t smem_raw[];
   const Smem<kIndex> sm{(smem_addr(smem_raw) + 1023u) & ~1023u};  // the 128B swizzle repeats every 1024 bytes
   if (threadIdx.x == 0) {
@@ -467,7 +606,13 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
       // split, the tile's own consumer with split_keys.
       constexpr int kReleases = (kCfg.split_keys ? 1 : kCfg.consumers) * 128;
       mbar_init(sm.k_empty(s), kReleases);
-      mbar_init(sm.v_empty(s), kReleases);
+      if constexpr (kCfg.fp8) {  // V is read by the transposing warps, V^T by the consumers
+        mbar_init(sm.v_empty(s), kTransposers);
+        mbar_init(sm.vt_full(s), kTransposers);
+        mbar_init(sm.vt_empty(s), kReleases);
+      } else {
+        mbar_init(sm.v_empty(s), kReleases);
+      }
     }
     mbar_init(sm.merge_full(), 1);
     mbar_init_fence();
@@ -478,7 +623,11 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
     regs_release<kCfg.producer_regs>();
-    if (threadIdx.x == 0) produce<kIndex, Schedule>(&tm_q, &tm_k, &tm_v, p, geo, sm);
+    if (threadIdx.x == 0) {
+      produce<kIndex, Schedule>(&tm_q, &tm_k, &tm_v, p, geo, sm);
+    } else if constexpr (kCfg.fp8) {
+      if (threadIdx.x >= 32) transpose_v<kIndex, Schedule>(p, geo, sm);
+    }
     Epilogue().idle();
   } else {
     regs_claim<kCfg.consumer_regs>();

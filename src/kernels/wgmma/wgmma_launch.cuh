@@ -60,8 +60,14 @@ cudaError_t cluster_capacity(int device, int splits, int* fit) {
 template <typename T, int kIndex>
 cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   constexpr TileConfig cfg = kConfigs[kIndex];
-  const CUtensorMapDataType dtype =
-      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  static_assert(cfg.fp8 == (sizeof(T) == 1), "FP8 rows take E4M3 inputs, the others 16-bit ones");
+  const CUtensorMapDataType dtype = cfg.fp8                     ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                    : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  // O: the inputs' type, or o_dtype with FP8 inputs.
+  const CUtensorMapDataType o_dtype = !cfg.fp8 ? dtype
+                                      : p.o_dtype == EVOSDPA_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const int heads_kv = p.heads_q / p.kv_group;
   CUtensorMap tq, tk, tv, to;
   cudaError_t err = encode_tensor_map(
@@ -71,7 +77,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   if (err == cudaSuccess)
     err = encode_tensor_map(
         to, {p.o, p.batch, p.heads_q, p.seqlen_q, cfg.head_dim, p.o_batch_stride, p.o_head_stride, p.o_seq_stride},
-        dtype, 64);
+        o_dtype, 64);
   if (err != cudaSuccess) return err;
   if (p.seqlen_k > 0) {
     err = encode_tensor_map(
@@ -91,7 +97,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
   const int64_t items = work_items(p, cfg.block_m());
-  if constexpr (!cfg.split_keys) {  // split_keys rows are not split over clusters
+  if constexpr (!cfg.split_keys && !cfg.fp8) {  // split_keys and FP8 rows are not split over clusters
     if (splits > 1) {
       auto* kernel = attention_kernel<T, kIndex, SplitSchedule<kIndex>, MergeEpilogue<T, kIndex>>;
       err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

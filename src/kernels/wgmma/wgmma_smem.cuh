@@ -8,7 +8,8 @@
 namespace evosdpa::detail::wgmma_sm90 {
 
 // The Q ring, the K ring, the V ring (each tile D/64 blocks of [rows x 64 columns], 1024-byte
-// aligned), then the mbarriers, then a split item's row statistics, the Work of each Q buffer's item and
+// aligned; FP8: one block of 128 columns), with FP8 the transposed V ring and the O buffers, then the
+// mbarriers, then a split item's row statistics, the Work of each Q buffer's item and
 // (split_keys rows) the partial results the consumers hand over; a split item's partial O goes over the
 // K/V ring at the end.
 template <int kIndex>
@@ -25,6 +26,10 @@ struct Smem {
   static constexpr int kBlockM = kCfg.block_m();
   static constexpr int kPartialRow = kCfg.partial_row_bytes();
   static constexpr int kDBlocks = kCfg.d_blocks();
+  static constexpr int kBlockCols = kCfg.block_cols();  // elements per 128-byte block row
+  static constexpr int kVt = kCfg.vt_offset();
+  static constexpr int kOStage = kCfg.o_stage_offset();
+  static constexpr int kOStageBytes = kCfg.o_stage_bytes();
   uint32_t base;
   __device__ uint32_t q(int buffer) const { return base + buffer * kQBytes; }
   __device__ uint32_t k(int stage) const { return q(TileConfig::kQBuffers) + stage * kTileBytes; }
@@ -36,6 +41,17 @@ struct Smem {
   __device__ uint32_t k_empty(int stage) const { return k_full(2 * kCfg.stages + stage); }
   __device__ uint32_t v_empty(int stage) const { return k_full(3 * kCfg.stages + stage); }
   __device__ uint32_t merge_full() const { return k_full(4 * kCfg.stages); }  // a split item's partials are in
+  // FP8: V^T of stage s ([D rows][block_n keys], K-major, 128B-swizzled), written by the transposing
+  // warps once the TMA load of V into v(s) has landed; its barriers; consumer c's buffer of O.
+  __device__ uint32_t vt(int stage) const { return base + kVt + stage * kTileBytes; }
+  __device__ uint32_t vt_full(int stage) const { return merge_full() + 8 + 8 * stage; }
+  __device__ uint32_t vt_empty(int stage) const { return vt_full(kCfg.stages + stage); }
+  __device__ uint32_t o_stage(int consumer) const { return base + kOStage + consumer * kOStageBytes; }
+  // The B operand of O += P.V for stage s and the barriers the consumers wait on and release: V itself
+  // (N-major) for 16-bit inputs, its transpose for FP8.
+  __device__ uint32_t pv_tile(int stage) const { return kCfg.fp8 ? vt(stage) : v(stage); }
+  __device__ uint32_t pv_full(int stage) const { return kCfg.fp8 ? vt_full(stage) : v_full(stage); }
+  __device__ uint32_t pv_empty(int stage) const { return kCfg.fp8 ? vt_empty(stage) : v_empty(stage); }
   // Float `row` of the item's maxima (which 0) or sums (which 1).
   __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
   // Field f (q0, head, batch, t0, n_tiles) of the Work of the item whose Q is in `buffer`.
