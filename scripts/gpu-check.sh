@@ -25,7 +25,8 @@ grep -E '^\[  FAILED  \]' "$logs/gpu-tests.log" | head -n 20
 small='All/KernelVsCpu.*odd_fp16_b1h2x2_q129k129_d64_topleft*:All/KernelVsCpu.*odd_bf16_b1h2x2_q17k17_d128_full*'
 small+=':All/KernelVsCpu.*lqlk_fp16_b1h2x2_q100k300_d128_bottomright*:All/KernelVsCpu.*lqlk_bf16_b1h2x2_q300k100_d64_bottomright*'
 small+=':All/KernelVsCpu.*layout_fp16_b2h4x4_q333k271_d64_full_padded*:DeviceApi.EmptyKeys*:DeviceApi.RunsOnAStream*'
-# wgmma_sm90's split items (clusters, distributed shared memory), one with an empty split (top-left).
+# Few items with many keys: wgmma_sm90 takes split_keys here (the consumers merge in shared memory);
+# the cluster split, with its empty splits, runs on the WgmmaRow cases below (_x2).
 small+=':All/KernelVsCpu.*lqlk_fp16_b1h2x2_q64k1000_d128_bottomright*:All/KernelVsCpu.*lqlk_bf16_b1h2x2_q64k1000_d64_topleft*'
 # FP8 inputs (the reference and mma_fp8_sm89): a causal tail, and Lq > Lk bottom-right with per-head descales.
 small+=':All/KernelVsCpu.*odd_fp8_b1h2x2_q129k129_d64_topleft*:All/KernelVsCpu.*lqlk_fp8_b1h2x2_q300k100_d64_bottomright*'

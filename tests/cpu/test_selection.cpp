@@ -235,11 +235,14 @@ TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
     s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "auto");
     EXPECT_EQ(name_of(s), "wgmma_sm90");
     EXPECT_TRUE(wgmma_sm90::kConfigs[wgmma_sm90::Choice::of_variant(s.variant).row].split_keys);
-    // With 1024 keys the 128-row items split their 8 tiles over clusters of 2 (a tie with split_keys,
-    // which comes later in the table).
+    // With 1024 keys too: a split of the 128-row items over clusters of 2 pays its merge (kMergeTiles).
     s = select_any_arch(valid_params(1, 8, 1024, 1024, d), dev, "auto");
     EXPECT_EQ(name_of(s), "wgmma_sm90");
-    EXPECT_EQ(wgmma_sm90::Choice::of_variant(s.variant).splits, 2);
+    EXPECT_TRUE(wgmma_sm90::kConfigs[wgmma_sm90::Choice::of_variant(s.variant).row].split_keys);
+    EXPECT_EQ(wgmma_sm90::Choice::of_variant(s.variant).splits, 1);
+    // One head of 256 rows over 4096 keys: 2 items of 128 rows split over clusters of 8.
+    s = select_any_arch(valid_params(1, 1, 256, 4096, d), dev, "wgmma_sm90");
+    EXPECT_EQ(wgmma_sm90::Choice::of_variant(s.variant).splits, 8);
     // 128 items of 128 rows, unsplit (two splits would not fit at once): most of a wave.
     s = select_any_arch(valid_params(2, 8, 1024, 1024, d), dev, "auto");
     EXPECT_EQ(name_of(s), "wgmma_sm90");

@@ -128,17 +128,24 @@ TEST(WgmmaRows, LessThanAWaveOfSmallItemsSplitsKeysInTheCta) {
 }
 
 TEST(WgmmaRows, FewItemsSplitTheirKeysOverClusters) {
-  // (1,8,1024,64): 64 items of 128 rows, their 8 K/V tiles split over clusters of 2.
-  Choice c = choose_config(64, 8, 1024, 1024, false, 132);
+  // One (batch, head) of 256 rows and 4096 keys: 2 items of 128 rows, their 32 K/V tiles split over
+  // clusters of 8 (4 tiles each, and the merge), against 32 tiles per CTA for split_keys.
+  Choice c = choose_config(64, 1, 256, 4096, false, 132);
   EXPECT_EQ(c.row, row_of(64, 2));
-  EXPECT_EQ(c.splits, 2);
+  EXPECT_EQ(c.splits, 8);
+  // (1,8,1024,64): 64 items of 128 rows, 8 tiles each: a split into 2 would tie the split_keys row
+  // without its merge, and ran 35% slower (kMergeTiles).
+  c = choose_config(64, 8, 1024, 1024, false, 132);
+  EXPECT_EQ(c.row, row_of(64, 2, true));
+  EXPECT_EQ(c.splits, 1);
   // The mission shape (1,8,512,64): 4 tiles per item, fewer than two splits' worth: no split.
   EXPECT_EQ(choose_config(64, 8, 512, 512, false, 132).splits, 1);
   // 128 items: already a wave, no split.
   EXPECT_EQ(choose_config(128, 16, 1024, 1024, false, 132).splits, 1);
   // Never fewer than kMinTilesPerSplit tiles per CTA, nor a split without tiles to share.
   EXPECT_EQ(choose_config(64, 1, 64, 300, false, 132).splits, 1);
-  EXPECT_EQ(choose_config(64, 1, 64, 1024, false, 132).splits, 2);
+  EXPECT_EQ(choose_config(64, 1, 64, 1024, false, 132).splits, 1);  // 8 tiles: split_keys
+  EXPECT_EQ(choose_config(64, 1, 64, 4096, false, 132).splits, 8);
   EXPECT_EQ(choose_config(64, 1, 64, 0, false, 132).splits, 1);
   EXPECT_EQ(choose_config(128, 1, 100, 1 << 20, false, 132).splits, kMaxSplits);
   // Whatever the call, the clusters hold no more CTAs than SMs, splits is a power of two up to

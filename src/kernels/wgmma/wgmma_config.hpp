@@ -32,6 +32,11 @@ struct TileConfig {
 
   constexpr int block_m() const { return split_keys ? 64 : 64 * consumers; }  // query rows per work item
   constexpr int threads() const { return 128 * (1 + consumers); }  // one producer warpgroup issuing TMA
+  // Registers per thread the CTA is launched with (__launch_bounds__(threads(), 1): 64K over the
+  // threads, in steps of 8). setmaxnreg only moves registers within this allocation: a claim beyond what
+  // the others released waits forever (four consumers at 120 and a producer at 24, 640 threads launched
+  // with 96, hung on an H100).
+  constexpr int launch_regs() const { return 65536 / threads() / 8 * 8 > 255 ? 248 : 65536 / threads() / 8 * 8; }
   // Q, K and V rows are stored as blocks of 128 bytes (one 128B-swizzle atom, the widest box a
   // 128B-swizzled TMA load takes): 64 fp16/bf16 columns or 128 E4M3 ones.
   constexpr int block_cols() const { return 128 / elem_bytes(); }
@@ -131,6 +136,12 @@ constexpr double ceil_positive(double x) {
 // tiles split in 4, 11.4 against 12.1 (and 9.9 on mma_sm80).
 inline constexpr int kMinTilesPerSplit = 4;
 
+// What a cluster split's launch and merge cost, in tiles of the split item's time: without it a split
+// of 128-row items into 2 tied with the split_keys row (64-row items, one CTA each, the same SMs) and
+// won the tie, ~35% slower. Measured on an H100 (graph replay, docs/perf-log.md v9.1): (1,8,1024,64)
+// 14.5 us split over clusters of 2 against 10.7 with the keys split inside the CTA.
+inline constexpr double kMergeTiles = 2.0;
+
 // SMs that clusters of `size` CTAs (one per SM) can fill at once: a cluster runs within one GPC, and
 // GPCs hold SM counts that 4 and 8 do not always divide. Measured with cudaOccupancyMaxActiveClusters
 // on an H100 (132 SMs): 66 clusters of 2, 30 of 4 (120 SMs). The estimate for 4 and 8 leaves an eighth;
@@ -142,7 +153,7 @@ constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_c
 // (batch, head)) as SMs runs the persistent grid, estimated as rounds of items (ceil(items / sm_count))
 // times rows per item over row_speed (causal_row_speed with a causal mask). With fewer items, each item's K/V tiles are split among a cluster
 // of CTAs (a power of two, at most kMaxSplits, each with at least kMinTilesPerSplit tiles, the clusters
-// within cluster_slots): one round of rows times the tiles of one split. A split_keys row runs only
+// within cluster_slots): one round of rows times the tiles of one split and kMergeTiles. A split_keys row runs only
 // where its items (64 rows) fit in one wave, each CTA over all the item's tiles. In floating point:
 // items can pass 2^63. FP8 inputs take the FP8 rows, which are not split.
 constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
@@ -165,7 +176,8 @@ constexpr Choice choose_config(int head_dim, long long batch_heads, long long se
     const double rounds = ceil_positive(items / sm_count);  // rounds of items
     const double tiles_per_item = splits > 1 ? ceil_positive(tiles / splits) : (tiles > 1 ? tiles : 1.0);
     const double speed = causal ? kConfigs[i].causal_row_speed : kConfigs[i].row_speed;
-    const double time = rounds * tiles_per_item * static_cast<double>(bm) / speed;
+    const double merge = splits > 1 ? kMergeTiles : 0.0;
+    const double time = rounds * (tiles_per_item + merge) * static_cast<double>(bm) / speed;
     if (best.row < 0 || time < best_time) best = {i, splits}, best_time = time;
   }
   return best;
@@ -177,7 +189,7 @@ constexpr bool valid(const TileConfig& c) {
          c.stages >= 2 && c.consumers >= 2 && c.consumers <= 3 &&          // pingpong needs two; 4 x 128 threads max
          c.producer_regs >= 24 && c.consumer_regs <= 256 &&                 // setmaxnreg's range
          c.producer_regs % 8 == 0 && c.consumer_regs % 8 == 0 &&            // setmaxnreg's granularity
-         128 * (c.producer_regs + c.consumers * c.consumer_regs) <= 65536 &&  // the register file
+         128 * (c.producer_regs + c.consumers * c.consumer_regs) <= c.threads() * c.launch_regs() &&  // the CTA's registers
          c.kv_tile_bytes() % 1024 == 0 && c.q_bytes() % 1024 == 0 &&       // tiles stay 1024-byte aligned
          c.head_dim % c.block_cols() == 0 &&                               // whole 128-byte blocks
          (c.fp8 || c.block_m() * c.partial_row_bytes() <= 2 * c.stages * c.kv_tile_bytes()) &&  // partial O fits
