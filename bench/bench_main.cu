@@ -169,17 +169,27 @@ void verify(ResultRow& row, const Buffers& b, const Launcher& launch) {
     e.in.k = download(b.k, hs.kv_elems(), s.dtype);
     e.in.v = download(b.v, hs.kv_elems(), s.dtype);
   }
-  const auto out = download(b.o, hs.q_elems(), e.o_dtype);
+  std::vector<float> out;
+  if (row.e4m3_output) download_codes(b.o, hs.q_elems(), out);
+  else out = download(b.o, hs.q_elems(), e.o_dtype);
   e.ref = evosdpa::host::attention_f64(hs, e.in, step);
   const auto base = evosdpa::host::attention_fused_baseline(hs, e.in, s.dtype, step, e.o_dtype);
   auto sample = [&](const auto& x) { return evosdpa::host::sample_rows(x, hs, hs.head_dim, step); };
   e.baseline_error = evosdpa::host::max_abs_error(sample(base), sample(e.ref.o));
-  const evosdpa::host::Verdict v = evosdpa::host::check_attention(hs, s.dtype, e, out, nullptr);
+  evosdpa::host::Verdict v = evosdpa::host::check_attention(hs, s.dtype, e, out, nullptr);
+  if (row.e4m3_output) {
+    // O rounded to E4M3 (3 mantissa bits) on the way out: up to 2^-4 of |O| beyond the contract's
+    // tolerance for a bf16 O. A check that the peer computes attention, not a claim on its accuracy.
+    double max_ref = 0;
+    for (double x : sample(e.ref.o)) max_ref = std::max(max_ref, std::fabs(x));
+    v.tolerance += 0.0625 * max_ref;
+    v.pass = v.error <= v.tolerance;
+  }
   row.max_err = v.error;
   row.tol = v.tolerance;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%s err %.1e tol %.1e%s", v.pass ? "PASS" : "FAIL", row.max_err, row.tol,
-                step > 1 ? " (sampled)" : "");
+  std::snprintf(buf, sizeof buf, "%s err %.1e tol %.1e%s%s", v.pass ? "PASS" : "FAIL", row.max_err, row.tol,
+                step > 1 ? " (sampled)" : "", row.e4m3_output ? " (E4M3 O)" : "");
   row.verify = buf;
   if (!v.pass) row.ok = false;
 }
@@ -350,15 +360,16 @@ int main(int argc, char** argv) {
       Launcher launch;
       if (kernel == "cudnn") {
         row.ran = "cudnn";
-        std::string why = s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3
-                              ? "no FP8 cuDNN peer yet (cudnn_frontend's sdpa_fp8 outputs FP8 on Hopper; issue 9)"
-                              : cudnn_missing;
+        std::string why = cudnn_missing;
 #ifdef EVOSDPA_HAVE_CUDNN_PEER
-        if (s.dtype != EVOSDPA_DTYPE_FLOAT8_E4M3 && cudnn && cudnn->prepare(s, why)) {
+        // FP8: cuDNN's Hopper engines write O in E4M3 (ours: bf16); scaled by 1 / kFp8Descale, |O| <= 3.46
+        // (a weighted mean of V) fills E4M3's range.
+        if (cudnn && cudnn->prepare(s, 1.f / kFp8Descale, why)) {
           evosdpa::bench::CudnnSdpa* peer = cudnn.get();
+          row.e4m3_output = s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
           launch = [peer](const Buffers& b, cudaStream_t st) {
             std::string err;
-            return peer->run(b.q, b.k, b.v, b.o, st, err) ? std::string() : err;
+            return peer->run(b.q, b.k, b.v, b.o, b.descale, st, err) ? std::string() : err;
           };
         }
 #endif

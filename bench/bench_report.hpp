@@ -16,6 +16,7 @@ struct ResultRow {
   std::string error;
   std::string verify;  // "PASS err .. tol ..", "FAIL ...", "skipped"
   double max_err = 0, tol = 0;
+  bool e4m3_output = false;  // O stored in E4M3, real O = code * the inputs' descale (cuDNN's FP8 peer)
   Stats us;
   double rse = 0;  // relative standard error of the mean time
   double tflops = 0, gbps = 0;

@@ -19,10 +19,13 @@ class CudnnSdpa {
   ~CudnnSdpa();
 
   // Builds the graph for one shape (BHSD contiguous, lse not produced); false with the reason when
-  // cuDNN has no engine for it.
-  bool prepare(const BenchShape& s, std::string& why_not);
-  // Enqueues one forward on `stream`; false with the reason on failure.
-  bool run(const void* q, const void* k, const void* v, void* o, cudaStream_t stream, std::string& why_not);
+  // cuDNN has no engine for it. FP8 (E4M3) inputs take cuDNN's sdpa_fp8, whose Hopper engines write O
+  // in E4M3 only: stored O = real O * o_scale (o_scale is unused for 16-bit inputs).
+  bool prepare(const BenchShape& s, float o_scale, std::string& why_not);
+  // Enqueues one forward on `stream`; false with the reason on failure. descales: FP8 inputs' q, k and v
+  // descales (three device floats), else unused.
+  bool run(const void* q, const void* k, const void* v, void* o, const float* descales, cudaStream_t stream,
+           std::string& why_not);
 
   struct State;
 
