@@ -114,18 +114,6 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
 }
 
 // ---- V transpose (FP8) -------------------------------------------------------------------------------
-// prmt with a selector in a register (the lane's load order picks it).
-__device__ __forceinline__ uint32_t byte_perm_r(uint32_t a, uint32_t b, uint32_t selector) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
-  return d;
-}
-__device__ __forceinline__ uint4 ld_shared_u4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
-  return v;
-}
-
 // Warps 1-3 of the producer warpgroup, for each K/V tile in ring order: once TMA has put V ([keys][128
 // bytes of D], 128B-swizzled) in v(s) and the consumers have released vt(s), write V^T ([D][128 keys],
 // the same swizzle, K-major for wgmma) to vt(s). Position 4q + j of each 16-key group holds key
