@@ -63,6 +63,7 @@ TEST(Selection, Fp8InputsRunOnTheFp8KernelsFromSm89AndAreRefusedOnSm80) {
   p.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
   p.q_descale = p.k_descale = p.v_descale = reinterpret_cast<const float*>(uintptr_t{0x50000000});
   for (auto dev : {device(8, 9, 99 * 1024), device(9, 0)}) {
+    dev.sm_count = 132;  // (2,8,512,64): 64 CTAs of the FP8 wgmma row, under half of an H100
     const auto s = select_any_arch(p, dev, "auto");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
     EXPECT_EQ(name_of(s), "mma_fp8_sm89");
@@ -75,10 +76,15 @@ TEST(Selection, Fp8InputsRunOnTheFp8KernelsFromSm89AndAreRefusedOnSm80) {
     EXPECT_NE(sm80.check.message.find("FP8 (E4M3) inputs are not supported yet"), std::string::npos)
         << sm80.check.message;
     if (dev.cc_major != 9) continue;  // wgmma_sm90 is refused for the arch first
+    // By name, D = 64 runs on the E4M3 D = 128 row, zero-padded; "auto" leaves this small grid (16 CTAs)
+    // to mma_fp8_sm89, as it does for 16-bit D = 64.
     const auto wg64 = select_any_arch(p, dev, "wgmma_sm90");
-    EXPECT_EQ(wg64.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
-    EXPECT_NE(wg64.check.message.find("head_dim 64 with FP8 (E4M3) inputs (128 only)"), std::string::npos)
-        << wg64.check.message;
+    ASSERT_TRUE(wg64.check.ok()) << wg64.check.message;
+    EXPECT_TRUE(evosdpa::detail::wgmma_sm90::kConfigs[wg64.variant / 4].fp8);
+    auto big64 = valid_params(4, 32, 4096, 4096, 64);
+    big64.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
+    big64.q_descale = big64.k_descale = big64.v_descale = p.q_descale;
+    EXPECT_EQ(name_of(select_any_arch(big64, dev, "auto")), "wgmma_sm90");
     auto d128 = valid_params(2, 8, 512, 512, 128);
     d128.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
     d128.q_descale = d128.k_descale = d128.v_descale = p.q_descale;

@@ -26,6 +26,12 @@ struct TileConfig {
                             // second ring; O (fp16/bf16, twice Q's bytes) leaves through its own buffers
 
   constexpr int elem_bytes() const { return fp8 ? 1 : 2; }  // of Q, K and V
+  // The call's head sizes this row runs. FP8 rows also take half theirs: TMA reads the columns past the
+  // call's head_dim as zeros (S and O are unchanged by them) and does not store O's past it, so E4M3 at
+  // D = 64 runs on the D = 128 row at twice the tensor work, without a 64-byte-swizzle variant of the
+  // V transpose: on an H100 mma_fp8_sm89 (FP8 mma.sync, emulated on sm_90) ran D = 64 at 190-216 TFLOP/s
+  // and this row runs D = 128 at 750-810 (docs/fp8-design.md).
+  constexpr bool takes(int d) const { return d == head_dim || (fp8 && 2 * d == head_dim); }
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
   // its O on the way out (the epilogue's TMA store).
   static constexpr int kQBuffers = 2;
@@ -161,7 +167,7 @@ constexpr Choice choose_config(int head_dim, long long batch_heads, long long se
   Choice best{-1, 1};
   double best_time = 0;
   for (int i = 0; i < kConfigCount; ++i) {
-    if (kConfigs[i].head_dim != head_dim || kConfigs[i].fp8 != fp8) continue;
+    if (!kConfigs[i].takes(head_dim) || kConfigs[i].fp8 != fp8) continue;
     const long long bm = kConfigs[i].block_m();
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
     const double tiles = static_cast<double>((seqlen_k + kConfigs[i].block_n - 1) / kConfigs[i].block_n);

@@ -71,21 +71,21 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   const int heads_kv = p.heads_q / p.kv_group;
   CUtensorMap tq, tk, tv, to;
   cudaError_t err = encode_tensor_map(
-      tq, {p.q, p.batch, p.heads_q, p.seqlen_q, cfg.head_dim, p.q_batch_stride, p.q_head_stride, p.q_seq_stride},
+      tq, {p.q, p.batch, p.heads_q, p.seqlen_q, p.head_dim, p.q_batch_stride, p.q_head_stride, p.q_seq_stride},
       dtype, cfg.block_m());
   // O is stored by each consumer warpgroup: boxes of its 64 rows.
   if (err == cudaSuccess)
     err = encode_tensor_map(
-        to, {p.o, p.batch, p.heads_q, p.seqlen_q, cfg.head_dim, p.o_batch_stride, p.o_head_stride, p.o_seq_stride},
+        to, {p.o, p.batch, p.heads_q, p.seqlen_q, p.head_dim, p.o_batch_stride, p.o_head_stride, p.o_seq_stride},
         o_dtype, 64);
   if (err != cudaSuccess) return err;
   if (p.seqlen_k > 0) {
     err = encode_tensor_map(
-        tk, {p.k, p.batch, heads_kv, p.seqlen_k, cfg.head_dim, p.k_batch_stride, p.k_head_stride, p.k_seq_stride},
+        tk, {p.k, p.batch, heads_kv, p.seqlen_k, p.head_dim, p.k_batch_stride, p.k_head_stride, p.k_seq_stride},
         dtype, cfg.block_n);
     if (err == cudaSuccess)
       err = encode_tensor_map(
-          tv, {p.v, p.batch, heads_kv, p.seqlen_k, cfg.head_dim, p.v_batch_stride, p.v_head_stride, p.v_seq_stride},
+          tv, {p.v, p.batch, heads_kv, p.seqlen_k, p.head_dim, p.v_batch_stride, p.v_head_stride, p.v_seq_stride},
           dtype, cfg.block_n);
     if (err != cudaSuccess) return err;
   } else {
