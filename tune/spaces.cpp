@@ -61,8 +61,11 @@ GenomeSpace wgmma_sm90_space(int head_dim, bool split_keys) {
 
 wg::TileConfig wgmma_sm90_config(const Genome& g, int head_dim, bool split_keys) {
   const int consumers = g[2], producer = g[3];
-  const int consumer_regs = (65536 / 128 - producer) / consumers / 8 * 8;
-  return {head_dim, g[0], g[1], consumers, producer, consumer_regs, 1.0, 1.0, split_keys};
+  wg::TileConfig c{head_dim, g[0], g[1], consumers, producer, 0, 1.0, 1.0, split_keys};
+  // What the CTA is launched with, less the producer's share: setmaxnreg moves registers only within it
+  // (a claim beyond it hangs), so the 64K of the register file is not the bound.
+  c.consumer_regs = (c.threads() * c.launch_regs() / 128 - producer) / consumers / 8 * 8;
+  return c;
 }
 
 std::vector<Genome> wgmma_sm90_table(int head_dim, bool split_keys) {

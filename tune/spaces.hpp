@@ -19,7 +19,8 @@ Genome mma_sm80_genome(const detail::mma_sm80::TileConfig& c);
 std::vector<Genome> mma_sm80_table(int head_dim, bool small_grid);
 
 // wgmma_sm90 for one head dim and split: block_n, stages, consumers, producer_regs; each consumer takes
-// the registers the producer leaves (rounded down to setmaxnreg's multiple of 8); valid().
+// the registers the producer leaves of the CTA's launch allocation (rounded down to setmaxnreg's multiple
+// of 8); valid().
 GenomeSpace wgmma_sm90_space(int head_dim, bool split_keys);
 detail::wgmma_sm90::TileConfig wgmma_sm90_config(const Genome& g, int head_dim, bool split_keys);
 std::vector<Genome> wgmma_sm90_table(int head_dim, bool split_keys);

@@ -58,6 +58,22 @@ TEST(TuneSpaces, RulesRefuseWhatCannotBeBuilt) {
   EXPECT_NE(w.check({256, 4, 2, 24}), "");
 }
 
+TEST(TuneSpaces, WgmmaConsumersClaimNoMoreThanTheCtaWasLaunchedWith) {
+  // Two consumers and a producer at 32: 384 threads launch with 168 registers each (504 per 128
+  // threads), so the consumers get (504 - 32) / 2 -> 232, not the (512 - 32) / 2 = 240 the register
+  // file would hold, which setmaxnreg would wait for forever.
+  const wg::TileConfig c = wgmma_sm90_config({128, 2, 2, 32}, 128, false);
+  EXPECT_EQ(c.consumer_regs, 232);
+  EXPECT_TRUE(wg::valid(c));
+  for (int d : {64, 128})
+    for (int consumers : {2, 3})
+      for (int producer : {24, 32, 40}) {
+        const wg::TileConfig t = wgmma_sm90_config({128, 2, consumers, producer}, d, false);
+        EXPECT_LE(128 * (t.producer_regs + t.consumers * t.consumer_regs), t.threads() * t.launch_regs());
+        EXPECT_GT(128 * (t.producer_regs + t.consumers * (t.consumer_regs + 8)), t.threads() * t.launch_regs());
+      }
+}
+
 TEST(TuneSpaces, MutationStaysInsideTheFamiliesStaticChecks) {
   for (int d : {64, 128}) {
     const GenomeSpace m = mma_sm80_space(d, false);
