@@ -27,6 +27,7 @@ kernels=auto,cudnn
 # Hopper (docs/fp8-design.md); the table marks each row's check, evosdpa's included.
 "$bench" --grid fa3 --dtype fp8 --kernel $kernels --iters 30 --json "$out/fa3-fp8.json" >/dev/null ||
   echo "note: FP8 rows failed their float64 check: see the FP8 table"
+[ -s "$out/fa3-fp8.json" ] || { echo "the FP8 run wrote no results: $out/fa3-fp8.json" >&2; exit 1; }
 python3 bench/torch_peers.py --grid acceptance --dtype both --json "$out/peers.json"
 python3 bench/torch_peers.py --grid acceptance --dtype both --graph --json "$out/peers-graph.json"
 python3 bench/torch_peers.py --grid fa3 --dtype both --iters 30 --json "$out/peers-fa3.json"
