@@ -39,6 +39,7 @@ set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/inst/wgmma_bf16_d64_splitkeys.cu
   src/kernels/wgmma/inst/wgmma_bf16_d128_splitkeys.cu
   src/kernels/wgmma/inst/wgmma_fp8_d128.cu
+  src/kernels/wgmma/inst/wgmma_fp8_d64.cu
 )
 
 # Each kernel family's CUDA targets, compiled into the file that defines its KernelFamily

@@ -83,11 +83,13 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 
-// Shared-memory matrix descriptor for a 128-byte-swizzled tile: rows of 128 bytes, 8-row groups SBO
-// bytes apart, 64-column blocks LBO bytes apart (used by N-major operands only).
-__device__ __forceinline__ uint64_t matrix_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+// Shared-memory matrix descriptor for a swizzled tile: rows of `row_bytes` (128: 128B swizzle, layout
+// type 1; 64: 64B swizzle, type 2), 8-row groups SBO bytes apart, 64-column blocks LBO bytes apart (used
+// by N-major operands only).
+__device__ __forceinline__ uint64_t matrix_desc(uint32_t addr, uint32_t lbo, uint32_t sbo, int row_bytes = 128) {
+  const uint64_t layout = row_bytes == 128 ? 1 : 2;
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo & 0x3FFFF) >> 4) << 16) |
-         (static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+         (static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32) | (layout << 62);
 }
 
 // The descriptor of the matrix `bytes` (a multiple of 16) further on: the start address is the low 14 bits

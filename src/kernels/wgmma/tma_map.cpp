@@ -22,7 +22,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 
 }  // namespace
 
-cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtensorMapDataType dtype, int box_rows) {
+cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtensorMapDataType dtype, int box_rows,
+                              int row_bytes) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encoder();
   if (encode == nullptr) return cudaErrorNotSupported;
   // E4M3 inputs travel as bytes (UINT8): TMA only moves them.
@@ -35,11 +36,13 @@ cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtenso
   const cuuint64_t head = t.heads > 1 ? static_cast<cuuint64_t>(t.head_stride) * kElem : seq * dims[1];
   const cuuint64_t batch = t.batch > 1 ? static_cast<cuuint64_t>(t.batch_stride) * kElem : head * dims[2];
   const cuuint64_t strides[3] = {t.seqlen > 1 ? seq : 128, head, batch};
-  const cuuint32_t box[4] = {static_cast<cuuint32_t>(128 / kElem), static_cast<cuuint32_t>(box_rows), 1, 1};
+  if (row_bytes != 128 && row_bytes != 64) return cudaErrorInvalidValue;
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(row_bytes / kElem), static_cast<cuuint32_t>(box_rows), 1, 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   // Rows past seqlen read as zeros (OOB_FILL_NONE fills zeros): the tails need no separate path.
   const CUresult r = encode(&map, dtype, 4, const_cast<void*>(t.ptr), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            row_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }

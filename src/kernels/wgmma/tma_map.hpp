@@ -1,6 +1,7 @@
 // TMA tensor maps for the Hopper family: a [batch, heads, seq, head_dim] tensor with element strides,
-// tiled as boxes of 128 bytes of head-dim columns (one 128B-swizzle atom: 64 fp16/bf16 columns, 128 E4M3
-// ones as UINT8) by `box_rows` sequence rows.
+// tiled as boxes of `row_bytes` bytes of head-dim columns by `box_rows` sequence rows, swizzled over the
+// same span: 128 bytes (one 128B-swizzle atom: 64 fp16/bf16 columns, 128 E4M3 ones as UINT8) or 64
+// (E4M3 at head_dim 64, 64B swizzle).
 // Encoded on the host per call (no allocation, so the call stays graph-capturable) and passed to the
 // kernel as a __grid_constant__ parameter.
 #pragma once
@@ -20,6 +21,7 @@ struct TensorGeometry {
 
 // cudaSuccess, or the error that stopped the encoding (cudaErrorInvalidValue when the driver refused
 // the map: selection's supports() keeps that from happening for accepted calls).
-cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtensorMapDataType dtype, int box_rows);
+cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtensorMapDataType dtype, int box_rows,
+                              int row_bytes = 128);
 
 }  // namespace evosdpa::detail::wgmma_sm90

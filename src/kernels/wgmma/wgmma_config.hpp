@@ -26,12 +26,8 @@ struct TileConfig {
                             // second ring; O (fp16/bf16, twice Q's bytes) leaves through its own buffers
 
   constexpr int elem_bytes() const { return fp8 ? 1 : 2; }  // of Q, K and V
-  // The call's head sizes this row runs. FP8 rows also take half theirs: TMA reads the columns past the
-  // call's head_dim as zeros (S and O are unchanged by them) and does not store O's past it, so E4M3 at
-  // D = 64 runs on the D = 128 row at twice the tensor work, without a 64-byte-swizzle variant of the
-  // V transpose: on an H100 mma_fp8_sm89 (FP8 mma.sync, emulated on sm_90) ran D = 64 at 190-216 TFLOP/s
-  // and this row runs D = 128 at 750-810 (docs/fp8-design.md).
-  constexpr bool takes(int d) const { return d == head_dim || (fp8 && 2 * d == head_dim); }
+  // The call's head size this row runs.
+  constexpr bool takes(int d) const { return d == head_dim; }
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
   // its O on the way out (the epilogue's TMA store).
   static constexpr int kQBuffers = 2;
@@ -45,8 +41,10 @@ struct TileConfig {
   // (At least 384 threads, so below the 255-register cap.)
   constexpr int launch_regs() const { return 65536 / threads() / 8 * 8; }
   // Q, K and V rows are stored as blocks of 128 bytes (one 128B-swizzle atom, the widest box a
-  // 128B-swizzled TMA load takes): 64 fp16/bf16 columns or 128 E4M3 ones.
-  constexpr int block_cols() const { return 128 / elem_bytes(); }
+  // 128B-swizzled TMA load takes): 64 fp16/bf16 columns or 128 E4M3 ones; E4M3 at D = 64 as rows of
+  // 64 bytes, 64B-swizzled (wgmma's K-major atom of 8 rows x 64 bytes).
+  constexpr int row_bytes() const { return head_dim * elem_bytes() < 128 ? head_dim * elem_bytes() : 128; }
+  constexpr int block_cols() const { return row_bytes() / elem_bytes(); }
   constexpr int d_blocks() const { return head_dim / block_cols(); }
   constexpr int q_bytes() const { return block_m() * head_dim * elem_bytes(); }
   constexpr int kv_tile_bytes() const { return block_n * head_dim * elem_bytes(); }
@@ -116,6 +114,8 @@ inline constexpr TileConfig kConfigs[] = {
     // with 40 registers spilled (ptxas keeps each setmaxnreg region within its count); the consumers' P
     // fragments are half the 16-bit ones.
     {128, 128, 2, 2, 56, 224, 1.0, 1.0, false, true},
+    // E4M3 at D = 64: Q and K rows of 64 bytes (64B swizzle), V^T as at D = 128 with 64 rows.
+    {64, 128, 2, 2, 56, 224, 1.0, 1.0, false, true},
 };
 inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
@@ -200,7 +200,8 @@ constexpr bool valid(const TileConfig& c) {
          c.kv_tile_bytes() % 1024 == 0 && c.q_bytes() % 1024 == 0 &&       // tiles stay 1024-byte aligned
          c.head_dim % c.block_cols() == 0 &&                               // whole 128-byte blocks
          (c.fp8 || c.block_m() * c.partial_row_bytes() <= 2 * c.stages * c.kv_tile_bytes()) &&  // partial O fits
-         (!c.fp8 || (c.head_dim == 128 && c.block_n == 128 && !c.split_keys)) &&  // one block of Q/K, of V^T rows
+         (!c.fp8 || ((c.head_dim == 128 || c.head_dim == 64) && c.block_n == 128 && !c.split_keys)) &&  // one block of Q/K, of V^T rows
+         (c.row_bytes() == 128 || c.row_bytes() == 64) &&                    // the swizzles TMA and wgmma share
          c.smem_bytes() <= 227 * 1024;                                       // sm_90's per-block opt-in limit
 }
 

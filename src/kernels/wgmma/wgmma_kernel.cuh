@@ -126,8 +126,11 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
 template <int kIndex, typename Schedule>
 __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem<kIndex>& sm) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
-  static_assert(kCfg.block_n == 128 && kCfg.head_dim == 128, "one 128-byte block of keys and of D");
-  constexpr int kWarps = 3, kChunks = 8;  // transposing warps; 16-byte chunks of D per key row
+  static_assert(kCfg.block_n == 128 && Smem<kIndex>::kDBlocks == 1, "one 128-byte block of keys, one block of D");
+  // Transposing warps; 16-byte chunks of D per key row; V's row pitch, over which it is swizzled (chunk
+  // c of key k sits at c ^ ((k * kRowBytes / 128) & (kRowBytes / 16 - 1)): k & 7 for 128-byte rows,
+  // (k / 2) & 3 for 64-byte ones).
+  constexpr int kWarps = 3, kChunks = kCfg.head_dim / 16, kRowBytes = Smem<kIndex>::kRowBytes;
   const int warp = static_cast<int>(threadIdx.x / 32) - 1, lane = threadIdx.x % 32;
   const int q = lane & 3, gi = lane >> 2, odd = gi & 1;
   const uint32_t sel_lo = odd ? 0x1504u : 0x5140u, sel_hi = odd ? 0x3726u : 0x7362u;
@@ -148,7 +151,8 @@ __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem
         uint32_t r[4][4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          const uint4 v = ld_shared_u4(src + keys[k] * 128 + ((ch ^ (keys[k] & 7)) << 4));
+          const int swz = (keys[k] * kRowBytes / 128) & (kRowBytes / 16 - 1);
+          const uint4 v = ld_shared_u4(src + keys[k] * kRowBytes + ((ch ^ swz) << 4));
           r[k][0] = v.x, r[k][1] = v.y, r[k][2] = v.z, r[k][3] = v.w;
         }
 #pragma unroll
@@ -295,20 +299,24 @@ __device__ __forceinline__ void to_fragments(const float (&s)[kBlockN / 2], uint
   }
 }
 
-// The descriptor of a warpgroup's 64 rows of Q (128B swizzle, K-major), computed once per item.
-__device__ __forceinline__ uint64_t q_desc_of(uint32_t q_rows) { return matrix_desc(q_rows, 16, 1024); }
+// The descriptor of a warpgroup's 64 rows of Q (K-major, swizzled over its rows' bytes), computed once
+// per item.
+template <int kRowBytes>
+__device__ __forceinline__ uint64_t q_desc_of(uint32_t q_rows) { return matrix_desc(q_rows, 16, 8 * kRowBytes, kRowBytes); }
 
 // S = Q.K^T for the stage's K tile: k-steps of 32 bytes (16 fp16/bf16 columns, 32 E4M3 ones), k-step
-// kk 32 bytes into 128-byte block kk/4 of both.
+// kk 32 bytes into block row kk / kSteps of both (kSteps: k-steps per block row, 4 or, for 64-byte
+// rows, 2).
 template <typename T, int kIndex>
 __device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 2], uint64_t q_desc, uint32_t k_tile) {
   constexpr int D = kConfigs[kIndex].head_dim, BN = kConfigs[kIndex].block_n;
-  const uint64_t k_desc = matrix_desc(k_tile, 16, 1024);
+  constexpr int kRowBytes = Smem<kIndex>::kRowBytes, kSteps = kRowBytes / 32;
+  const uint64_t k_desc = matrix_desc(k_tile, 16, 8 * kRowBytes, kRowBytes);
 #pragma unroll
   for (int kk = 0; kk < D * static_cast<int>(sizeof(T)) / 32; ++kk) {
-    const uint32_t step = (kk & 3) * 32;
-    const uint64_t a = desc_advance(q_desc, (kk >> 2) * Shape<kIndex>::kBlockM * 128 + step);
-    const uint64_t b = desc_advance(k_desc, (kk >> 2) * BN * 128 + step);
+    const uint32_t step = (kk % kSteps) * 32;
+    const uint64_t a = desc_advance(q_desc, (kk / kSteps) * Shape<kIndex>::kBlockM * kRowBytes + step);
+    const uint64_t b = desc_advance(k_desc, (kk / kSteps) * BN * kRowBytes + step);
     mma_ss<BN, T>(sc, a, b, kk > 0);
   }
   wgmma_commit();
@@ -463,7 +471,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   const int row_lo = row0 + 16 * warp + lane / 4;      // the thread's rows: row_lo, row_lo + 8
   const int key0 = w.t0 * BN;                          // the item's first key
   const int q_buf = iter % TileConfig::kQBuffers;
-  const uint64_t q_desc = q_desc_of(sm.q(q_buf) + rows_at * 128);  // its 64 rows of each 64-column block
+  const uint64_t q_desc = q_desc_of<Smem<kIndex>::kRowBytes>(sm.q(q_buf) + rows_at * Smem<kIndex>::kRowBytes);  // its 64 rows
   const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % C;
   const TileRun run = kSplitKeys ? TileRun{consumer, C, w.n_tiles > consumer ? (w.n_tiles - consumer + C - 1) / C : 0}
                                  : TileRun{0, 1, warpgroup_tiles(p, w, row0, BN)};

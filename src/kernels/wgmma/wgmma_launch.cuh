@@ -72,7 +72,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   CUtensorMap tq, tk, tv, to;
   cudaError_t err = encode_tensor_map(
       tq, {p.q, p.batch, p.heads_q, p.seqlen_q, p.head_dim, p.q_batch_stride, p.q_head_stride, p.q_seq_stride},
-      dtype, cfg.block_m());
+      dtype, cfg.block_m(), cfg.row_bytes());
   // O is stored by each consumer warpgroup: boxes of its 64 rows.
   if (err == cudaSuccess)
     err = encode_tensor_map(
@@ -82,11 +82,11 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   if (p.seqlen_k > 0) {
     err = encode_tensor_map(
         tk, {p.k, p.batch, heads_kv, p.seqlen_k, p.head_dim, p.k_batch_stride, p.k_head_stride, p.k_seq_stride},
-        dtype, cfg.block_n);
+        dtype, cfg.block_n, cfg.row_bytes());
     if (err == cudaSuccess)
       err = encode_tensor_map(
           tv, {p.v, p.batch, heads_kv, p.seqlen_k, p.head_dim, p.v_batch_stride, p.v_head_stride, p.v_seq_stride},
-          dtype, cfg.block_n);
+          dtype, cfg.block_n, cfg.row_bytes());
     if (err != cudaSuccess) return err;
   } else {
     tk = tv = tq;  // no key tile is loaded when seqlen_k = 0 (a map of an empty tensor cannot be encoded)

@@ -26,7 +26,8 @@ struct Smem {
   static constexpr int kBlockM = kCfg.block_m();
   static constexpr int kPartialRow = kCfg.partial_row_bytes();
   static constexpr int kDBlocks = kCfg.d_blocks();
-  static constexpr int kBlockCols = kCfg.block_cols();  // elements per 128-byte block row
+  static constexpr int kBlockCols = kCfg.block_cols();  // elements per block row
+  static constexpr int kRowBytes = kCfg.row_bytes();    // bytes per block row: the swizzle span
   static constexpr int kVt = kCfg.vt_offset();
   static constexpr int kOStage = kCfg.o_stage_offset();
   static constexpr int kOStageBytes = kCfg.o_stage_bytes();
