@@ -52,7 +52,7 @@ struct TileConfig {
   // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
   // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh), then
   // per Q buffer its item's Work (5 ints, which the producer computes for the consumers), then with
-  // split_keys the partial results consumers 1.. hand to consumer 0; plus 1024 bytes to align the base.
+  // split_keys the partial results the consumers hand to the storing one; plus 1024 bytes to align the base.
   // FP8 rows add the transposed V ring and per consumer a buffer of its 64 rows of O (2-byte elements)
   // after the V ring, and the transposed ring's full and empty barriers after the others.
   constexpr int vt_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
@@ -63,7 +63,7 @@ struct TileConfig {
   constexpr int stats_offset() const { return barrier_offset() + 8 * barrier_count(); }
   constexpr int work_offset() const { return stats_offset() + 2 * 4 * block_m(); }
   constexpr int handoff_offset() const { return work_offset() + kQBuffers * 32; }
-  // split_keys: per consumer after the first, each thread's O accumulators, its two rows' m and l.
+  // split_keys: per consumer but the storing one, each thread's O accumulators, its two rows' m and l.
   constexpr int handoff_floats() const { return head_dim / 2 + 4; }
   constexpr int handoff_bytes() const { return split_keys ? (consumers - 1) * 128 * handoff_floats() * 4 : 0; }
   constexpr int smem_bytes() const { return 1024 + handoff_offset() + handoff_bytes(); }

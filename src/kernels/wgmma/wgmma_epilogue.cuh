@@ -72,8 +72,9 @@ struct StoreEpilogue {
     // One 64-column block of O: in Q's buffer, block_m rows; in an FP8 row's o_stage, the consumer's 64.
     constexpr int kBlockBytes = (kCfg.fp8 ? 64 : Shape<kIndex>::kBlockM) * 128;
     const int t = threadIdx.x % 128;
-    // The warpgroup's 64 rows in each block.
-    const uint32_t rows = kCfg.fp8 ? sm.o_stage(consumer) : sm.q(q_buf) + consumer * 64 * 128;
+    // The warpgroup's 64 rows in each block (split_keys: the item's only 64, whichever consumer stores).
+    const int at = kCfg.split_keys ? 0 : consumer;
+    const uint32_t rows = kCfg.fp8 ? sm.o_stage(consumer) : sm.q(q_buf) + at * 64 * 128;
     if constexpr (kCfg.fp8) named_sync_warpgroup(kCfg.consumers + 1 + consumer);
     const bool bf16_out = kCfg.fp8 && p.o_dtype == EVOSDPA_DTYPE_BFLOAT16;
 #pragma unroll
@@ -96,7 +97,7 @@ struct StoreEpilogue {
     named_sync_warpgroup(kCfg.consumers + 1 + consumer);  // ids after the pingpong's 1..consumers
     if (t == 0) {
       for (int b = 0; b < D / 64; ++b)
-        tma_store(to, rows + b * kBlockBytes, 64 * b, w.q0 + 64 * consumer, w.head, w.batch);
+        tma_store(to, rows + b * kBlockBytes, 64 * b, w.q0 + 64 * at, w.head, w.batch);
       bulk_commit();
       pending = q_buf;
     }

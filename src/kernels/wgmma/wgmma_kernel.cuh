@@ -57,6 +57,14 @@ __device__ __forceinline__ Work load_q(const CUtensorMap* tq, const KernelParams
   return w;
 }
 
+// The Work load_q wrote beside Q buffer `buf`.
+template <int kIndex>
+__device__ __forceinline__ Work read_work(const Smem<kIndex>& sm, int buf) {
+  return {static_cast<int>(ld_shared_u32(sm.work(buf, 0))), static_cast<int>(ld_shared_u32(sm.work(buf, 1))),
+          static_cast<int>(ld_shared_u32(sm.work(buf, 2))), static_cast<int>(ld_shared_u32(sm.work(buf, 3))),
+          static_cast<int>(ld_shared_u32(sm.work(buf, 4)))};
+}
+
 // For each work item: its K and V tiles through the ring, whose position carries on from one item to the
 // next, and the Q of the next item. Each item's Work is computed once, by its load_q: the first K tile
 // goes out right after the first Q (a clock64 trace at (1,8,512,64) had ~1,350 cycles between them when
@@ -392,45 +400,51 @@ struct TileRun {
   __device__ int tile(int k) const { return first + k * stride; }
 };
 
-// A split_keys item's hand-over: consumers 1.. write their partial (O, m, l) to shared memory and are
-// done; consumer 0 folds each into its own against the larger of the two maxima (in consumer order:
-// deterministic). Thread t of every consumer holds the same rows and columns, so each thread reads
-// what its counterparts wrote: no shuffles, and a warp's 32 floats are consecutive (no bank conflict).
+// A split_keys item's hand-over: the consumers that do not store write their partial (O, m, l) to
+// shared memory and are done; the storer, the consumer of the item's last tile (the last to finish its
+// P.V, so that the others' writes are off the critical path: ~290 cycles of a clock64 trace at
+// (1,8,512,64)), folds each into its own against the larger of the two maxima, in consumer order
+// (deterministic). Thread t of every consumer holds the same rows and columns, so each thread reads what
+// its counterparts wrote: no shuffles, and a warp's 32 floats are consecutive (no bank conflict).
 // Returns whether this consumer stores the item.
 template <int kIndex>
-__device__ __forceinline__ bool hand_over(const Smem<kIndex>& sm, int consumer,
+__device__ __forceinline__ bool hand_over(const Smem<kIndex>& sm, int consumer, int storer,
                                           float (&o)[kConfigs[kIndex].head_dim / 2], float (&m)[2], float (&l)[2]) {
   constexpr int C = kConfigs[kIndex].consumers, D = kConfigs[kIndex].head_dim;
   constexpr int kBarrier = 2 * C + 1;  // after the pingpong's 1..C and the epilogue's C+1..2C
   const int t = threadIdx.x % 128;
-  if (consumer > 0) {
+  // The hand-over slot of consumer c (every consumer but the storer has one).
+  const auto slot = [storer](int c) { return c < storer ? c : c - 1; };
+  if (consumer != storer) {
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) st_shared(sm.handoff(consumer, i, t), __float_as_uint(o[i]));
+    for (int i = 0; i < D / 2; ++i) st_shared(sm.handoff(slot(consumer), i, t), __float_as_uint(o[i]));
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      st_shared(sm.handoff(consumer, D / 2 + r, t), __float_as_uint(m[r]));
-      st_shared(sm.handoff(consumer, D / 2 + 2 + r, t), __float_as_uint(l[r]));
+      st_shared(sm.handoff(slot(consumer), D / 2 + r, t), __float_as_uint(m[r]));
+      st_shared(sm.handoff(slot(consumer), D / 2 + 2 + r, t), __float_as_uint(l[r]));
     }
     named_arrive_threads(kBarrier, 128 * C);
     return false;
   }
   named_sync_threads(kBarrier, 128 * C);
 #pragma unroll
-  for (int c = 1; c < C; ++c) {
+  for (int c = 0; c < C; ++c) {
+    if (c == storer) continue;
+    const int h = slot(c);
     float mine[2], theirs[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float mc = ld_shared_f32(sm.handoff(c, D / 2 + r, t));
+      const float mc = ld_shared_f32(sm.handoff(h, D / 2 + r, t));
       const float big = fmaxf(m[r], mc);
       const float base = big == -INFINITY ? 0.f : big;  // neither saw a key: both weights 0, O = 0
       mine[r] = fast_exp2(m[r] - base);
       theirs[r] = fast_exp2(mc - base);
-      l[r] = l[r] * mine[r] + ld_shared_f32(sm.handoff(c, D / 2 + 2 + r, t)) * theirs[r];
+      l[r] = l[r] * mine[r] + ld_shared_f32(sm.handoff(h, D / 2 + 2 + r, t)) * theirs[r];
       m[r] = big;
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i)
-      o[i] = o[i] * mine[(i >> 1) & 1] + ld_shared_f32(sm.handoff(c, i, t)) * theirs[(i >> 1) & 1];
+      o[i] = o[i] * mine[(i >> 1) & 1] + ld_shared_f32(sm.handoff(h, i, t)) * theirs[(i >> 1) & 1];
   }
   return true;
 }
@@ -475,6 +489,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % C;
   const TileRun run = kSplitKeys ? TileRun{consumer, C, w.n_tiles > consumer ? (w.n_tiles - consumer + C - 1) / C : 0}
                                  : TileRun{0, 1, warpgroup_tiles(p, w, row0, BN)};
+  // split_keys: the consumer of the item's last tile stores it (hand_over).
+  const int storer = w.n_tiles > 0 ? (w.n_tiles - 1) % C : 0;
   // Whether the turn of the item's tile j is the CTA's last, which its consumer keeps.
   const auto keep = [&](int j) { return (kSplitKeys || consumer == C - 1) && last_turn && j + 1 == w.n_tiles; };
 
@@ -488,7 +504,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
       for (int j = 0; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
-    } else if (!hand_over<kIndex>(sm, consumer, o, m, l)) {
+    } else if (!hand_over<kIndex>(sm, consumer, storer, o, m, l)) {
       return;
     }
     finish_rows<kCfg.fp8>(o, m, v_descale);
@@ -535,7 +551,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.pv_empty(c % kStages));
   if constexpr (kSplitKeys) {
-    if (!hand_over<kIndex>(sm, consumer, o, m, l)) return;
+    if (!hand_over<kIndex>(sm, consumer, storer, o, m, l)) return;
   } else {
     // After the last P.V: a skipped turn waits for its tile, whose load may need this one's V released.
     for (int j = run.count; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
@@ -562,9 +578,7 @@ __device__ void consume(const KernelParams& p, const Geometry& g, const CUtensor
   for (int iter = 0; iter < items; ++iter) {
     const int buf = iter % TileConfig::kQBuffers;
     mbar_wait(sm.q_full(buf), (iter / TileConfig::kQBuffers) & 1);
-    const Work w{static_cast<int>(ld_shared_u32(sm.work(buf, 0))), static_cast<int>(ld_shared_u32(sm.work(buf, 1))),
-                 static_cast<int>(ld_shared_u32(sm.work(buf, 2))), static_cast<int>(ld_shared_u32(sm.work(buf, 3))),
-                 static_cast<int>(ld_shared_u32(sm.work(buf, 4)))};
+    const Work w = read_work(sm, buf);
     float scale_log2 = p.scale_log2, v_descale = 1.f;
     if constexpr (kFp8) {
       const int64_t at = w.batch * p.descale_batch_stride + g.kv_group.div(w.head) * p.descale_head_stride;

@@ -58,9 +58,10 @@ struct Smem {
   // Field f (q0, head, batch, t0, n_tiles) of the Work of the item whose Q is in `buffer`.
   __device__ uint32_t work(int buffer, int f) const { return base + kWork + 32 * buffer + 4 * f; }
   __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
-  // split_keys: float f of thread t's hand-over from consumer c >= 1 (a warp's 32 floats are consecutive).
-  __device__ uint32_t handoff(int c, int f, int t) const {
-    return base + kHandoff + 4 * (((c - 1) * kHandoffFloats + f) * 128 + t);
+  // split_keys: float f of thread t's hand-over in slot h (one per consumer but the storer; a warp's 32
+  // floats are consecutive).
+  __device__ uint32_t handoff(int h, int f, int t) const {
+    return base + kHandoff + 4 * ((h * kHandoffFloats + f) * 128 + t);
   }
 };
 
