@@ -33,7 +33,7 @@ small+=':All/KernelVsCpu.*odd_fp8_b1h2x2_q129k129_d64_topleft*:All/KernelVsCpu.*
 # wgmma_sm90's FP8 row (V transposed in shared memory): a causal tail, and a padded bottom-right case.
 small+=':All/KernelVsCpu.*wgmma_sm90_odd_fp8_b1h2x2_q129k129_d128_topleft*'
 small+=':All/KernelVsCpu.*wgmma_sm90_layout_fp8_b2h4x4_q333k271_d128_bottomright_padded*'
-# The same row at D = 64 (columns 64-127 zero-filled by TMA, O's second block not stored).
+# The E4M3 row at D = 64 (64-byte rows, 64B swizzle).
 small+=':All/KernelVsCpu.*wgmma_sm90_lqlk_fp8_b1h2x2_q300k100_d64_bottomright*'
 # Every wgmma_sm90 row forced on two small shapes (by name these take the split_keys row).
 small+=':Rows/WgmmaRow.*odd_fp16_b1h2x2_q129k129_d64_topleft_bhsd_m*:Rows/WgmmaRow.*lqlk_bf16_b1h2x2_q300k100_d128_bottomright_bhsd_m*'

@@ -76,11 +76,12 @@ TEST(Selection, Fp8InputsRunOnTheFp8KernelsFromSm89AndAreRefusedOnSm80) {
     EXPECT_NE(sm80.check.message.find("FP8 (E4M3) inputs are not supported yet"), std::string::npos)
         << sm80.check.message;
     if (dev.cc_major != 9) continue;  // wgmma_sm90 is refused for the arch first
-    // By name, D = 64 runs on the E4M3 D = 128 row, zero-padded; "auto" leaves this small grid (16 CTAs)
-    // to mma_fp8_sm89, as it does for 16-bit D = 64.
+    // By name, D = 64 runs on the E4M3 D = 64 row; "auto" leaves this small grid (16 CTAs) to
+    // mma_fp8_sm89, as it does for 16-bit D = 64.
     const auto wg64 = select_any_arch(p, dev, "wgmma_sm90");
     ASSERT_TRUE(wg64.check.ok()) << wg64.check.message;
     EXPECT_TRUE(evosdpa::detail::wgmma_sm90::kConfigs[wg64.variant / 4].fp8);
+    EXPECT_EQ(evosdpa::detail::wgmma_sm90::kConfigs[wg64.variant / 4].head_dim, 64);
     auto big64 = valid_params(4, 32, 4096, 4096, 64);
     big64.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
     big64.q_descale = big64.k_descale = big64.v_descale = p.q_descale;

@@ -55,8 +55,7 @@ std::vector<std::tuple<std::string, KCase>> params_for_all_kernels() {
   for (const auto& c : all_cases())
     for (const char* k : {"mma_sm80", "wgmma_sm90", "mma_fp8_sm89", "reference"}) {
       // Each family on the inputs it takes: FP8 ones on mma_fp8_sm89, the reference and wgmma_sm90
-      // (D = 64 zero-padded on its D = 128 row; mma_sm80 refuses them by name, which
-      // tests/cpu/test_selection.cpp checks).
+      // (mma_sm80 refuses them by name, which tests/cpu/test_selection.cpp checks).
       const std::string name = k;
       const bool fp8 = c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3, fp8_family = name == "mma_fp8_sm89";
       const bool takes_fp8 = name == "reference" || fp8_family || name == "wgmma_sm90";

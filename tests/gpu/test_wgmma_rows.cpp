@@ -43,7 +43,7 @@ std::vector<RowCase> row_cases() {
     if (c.name == "big" || c.name == "biggrid" || c.s.seqlen_q > 2048) continue;
     for (int row = 0; row < wg::kConfigCount; ++row) {
       const wg::TileConfig& t = wg::kConfigs[row];
-      if (!t.takes(static_cast<int>(c.s.head_dim)) || t.fp8 != (c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)) continue;
+      if (t.head_dim != static_cast<int>(c.s.head_dim) || t.fp8 != (c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)) continue;
       out.push_back({c, {row, 1}});
       if (!t.split_keys && !t.fp8 && c.s.seqlen_k > t.block_n) out.push_back({c, {row, 2}});
     }

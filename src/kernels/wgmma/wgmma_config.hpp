@@ -26,8 +26,6 @@ struct TileConfig {
                             // second ring; O (fp16/bf16, twice Q's bytes) leaves through its own buffers
 
   constexpr int elem_bytes() const { return fp8 ? 1 : 2; }  // of Q, K and V
-  // The call's head size this row runs.
-  constexpr bool takes(int d) const { return d == head_dim; }
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
   // its O on the way out (the epilogue's TMA store).
   static constexpr int kQBuffers = 2;
@@ -168,7 +166,7 @@ constexpr Choice choose_config(int head_dim, long long batch_heads, long long se
   Choice best{-1, 1};
   double best_time = 0;
   for (int i = 0; i < kConfigCount; ++i) {
-    if (!kConfigs[i].takes(head_dim) || kConfigs[i].fp8 != fp8) continue;
+    if (kConfigs[i].head_dim != head_dim || kConfigs[i].fp8 != fp8) continue;
     const long long bm = kConfigs[i].block_m();
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
     const double tiles = static_cast<double>((seqlen_k + kConfigs[i].block_n - 1) / kConfigs[i].block_n);
@@ -198,7 +196,7 @@ constexpr bool valid(const TileConfig& c) {
          c.producer_regs % 8 == 0 && c.consumer_regs % 8 == 0 &&            // setmaxnreg's granularity
          128 * (c.producer_regs + c.consumers * c.consumer_regs) <= c.threads() * c.launch_regs() &&  // the CTA's registers
          c.kv_tile_bytes() % 1024 == 0 && c.q_bytes() % 1024 == 0 &&       // tiles stay 1024-byte aligned
-         c.head_dim % c.block_cols() == 0 &&                               // whole 128-byte blocks
+         c.head_dim % c.block_cols() == 0 &&                               // whole blocks of row_bytes()
          (c.fp8 || c.block_m() * c.partial_row_bytes() <= 2 * c.stages * c.kv_tile_bytes()) &&  // partial O fits
          (!c.fp8 || ((c.head_dim == 128 || c.head_dim == 64) && c.block_n == 128 && !c.split_keys)) &&  // one block of Q/K, of V^T rows
          (c.row_bytes() == 128 || c.row_bytes() == 64) &&                    // the swizzles TMA and wgmma share

@@ -57,14 +57,6 @@ __device__ __forceinline__ Work load_q(const CUtensorMap* tq, const KernelParams
   return w;
 }
 
-// The Work load_q wrote beside Q buffer `buf`.
-template <int kIndex>
-__device__ __forceinline__ Work read_work(const Smem<kIndex>& sm, int buf) {
-  return {static_cast<int>(ld_shared_u32(sm.work(buf, 0))), static_cast<int>(ld_shared_u32(sm.work(buf, 1))),
-          static_cast<int>(ld_shared_u32(sm.work(buf, 2))), static_cast<int>(ld_shared_u32(sm.work(buf, 3))),
-          static_cast<int>(ld_shared_u32(sm.work(buf, 4)))};
-}
-
 // For each work item: its K and V tiles through the ring, whose position carries on from one item to the
 // next, and the Q of the next item. Each item's Work is computed once, by its load_q: the first K tile
 // goes out right after the first Q (a clock64 trace at (1,8,512,64) had ~1,350 cycles between them when
@@ -578,7 +570,9 @@ __device__ void consume(const KernelParams& p, const Geometry& g, const CUtensor
   for (int iter = 0; iter < items; ++iter) {
     const int buf = iter % TileConfig::kQBuffers;
     mbar_wait(sm.q_full(buf), (iter / TileConfig::kQBuffers) & 1);
-    const Work w = read_work(sm, buf);
+    const Work w{static_cast<int>(ld_shared_u32(sm.work(buf, 0))), static_cast<int>(ld_shared_u32(sm.work(buf, 1))),
+                 static_cast<int>(ld_shared_u32(sm.work(buf, 2))), static_cast<int>(ld_shared_u32(sm.work(buf, 3))),
+                 static_cast<int>(ld_shared_u32(sm.work(buf, 4)))};
     float scale_log2 = p.scale_log2, v_descale = 1.f;
     if constexpr (kFp8) {
       const int64_t at = w.batch * p.descale_batch_stride + g.kv_group.div(w.head) * p.descale_head_stride;
