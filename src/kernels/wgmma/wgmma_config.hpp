@@ -49,7 +49,8 @@ struct TileConfig {
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
   // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
   // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh), then
-  // per Q buffer its item's Work (5 ints, which the producer computes for the consumers), then with
+  // per Q buffer its item's Work (6 ints, which the producer computes for the consumers) and the CTA's
+  // plan (2 ints, plan_cta), 32 bytes each, then with
   // split_keys the partial results the consumers hand to the storing one; plus 1024 bytes to align the base.
   // FP8 rows add the transposed V ring and per consumer a buffer of its 64 rows of O (2-byte elements)
   // after the V ring, and the transposed ring's full and empty barriers after the others.
@@ -60,7 +61,7 @@ struct TileConfig {
   constexpr int barrier_count() const { return 2 * kQBuffers + 4 * stages + 1 + (fp8 ? 2 * stages : 0); }
   constexpr int stats_offset() const { return barrier_offset() + 8 * barrier_count(); }
   constexpr int work_offset() const { return stats_offset() + 2 * 4 * block_m(); }
-  constexpr int handoff_offset() const { return work_offset() + kQBuffers * 32; }
+  constexpr int handoff_offset() const { return work_offset() + (kQBuffers + 1) * 32; }
   // split_keys: per consumer but the storing one, each thread's O accumulators, its two rows' m and l.
   constexpr int handoff_floats() const { return head_dim / 2 + 4; }
   constexpr int handoff_bytes() const { return split_keys ? (consumers - 1) * 128 * handoff_floats() * 4 : 0; }

@@ -36,42 +36,108 @@
 
 namespace evosdpa::detail::wgmma_sm90 {
 
-// ---- producer -------------------------------------------------------------------------------------
-// Q of the CTA's item `iter` into buffer iter % kQBuffers, once the consumers have released it (its
-// previous use, kQBuffers items earlier, is done), and the item's Work beside it: the consumers read it
-// once q_full completes (the arrival releases the stores), instead of each computing the item (the causal
-// order's arithmetic on their critical path between items). Returns the Work for the producer's loop.
-template <int kIndex, typename Schedule>
-__device__ __forceinline__ Work load_q(const CUtensorMap* tq, const KernelParams& p, const Geometry& g,
-                                       const Smem<kIndex>& sm, int iter) {
-  constexpr int kBuffers = TileConfig::kQBuffers;
-  const Work w = Schedule::item(p, g, iter);
-  const int buf = iter % kBuffers;
-  if (iter >= kBuffers) mbar_wait(sm.q_empty(buf), (iter / kBuffers - 1) & 1);
-  const int fields[5] = {w.q0, w.head, w.batch, w.t0, w.n_tiles};
-  for (int f = 0; f < 5; ++f) st_shared(sm.work(buf, f), static_cast<uint32_t>(fields[f]));
+// ---- the CTA's plan and its items' Work in shared memory ---------------------------------------------
+template <int kIndex>
+__device__ __forceinline__ void write_work(const Smem<kIndex>& sm, int buf, const Work& w) {
+  const int fields[Work::kFields] = {w.q0, w.head, w.batch, w.t0, w.n_tiles, w.kv_head};
+#pragma unroll
+  for (int f = 0; f < Work::kFields; ++f) st_shared(sm.work(buf, f), static_cast<uint32_t>(fields[f]));
+}
+
+template <int kIndex>
+__device__ __forceinline__ Work read_work(const Smem<kIndex>& sm, int buf) {
+  int f[Work::kFields];
+#pragma unroll
+  for (int i = 0; i < Work::kFields; ++i) f[i] = static_cast<int>(ld_shared_u32(sm.work(buf, i)));
+  return {f[0], f[1], f[2], f[3], f[4], f[5]};
+}
+
+// ---- TMA loads ----------------------------------------------------------------------------------
+// Q of Work w into buffer `buf`, completing on its q_full.
+template <int kIndex>
+__device__ __forceinline__ void issue_q(const CUtensorMap* tq, const Smem<kIndex>& sm, int buf, const Work& w) {
   mbar_expect_tx(sm.q_full(buf), Smem<kIndex>::kQBytes);
   for (int b = 0; b < Smem<kIndex>::kDBlocks; ++b)
     tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), Smem<kIndex>::kBlockCols * b, w.q0,
              w.head, w.batch);
-  return w;
+}
+
+// Tile t of Work w's keys or values (`map`) into the ring buffer at `dst`, completing on `full`.
+template <int kIndex>
+__device__ __forceinline__ void issue_kv(const CUtensorMap* map, uint32_t dst, uint32_t full, const Work& w, int t) {
+  using S = Smem<kIndex>;
+  constexpr int kBlockN = kConfigs[kIndex].block_n;
+  mbar_expect_tx(full, S::kTileBytes);
+  for (int b = 0; b < S::kDBlocks; ++b)
+    tma_load(dst + b * kBlockN * 128, map, full, S::kBlockCols * b, (w.t0 + t) * kBlockN, w.kv_head, w.batch);
+}
+
+// ---- the CTA's plan ---------------------------------------------------------------------------------
+// Thread 32 (warp 1 of the producer warpgroup), from the kernel's entry, while thread 0 initialises the
+// other mbarriers: the CTA's first item, whose Q and first K tile it loads at once (initialising their
+// two barriers itself), its item count and its last item with tiles (whose last turn is kept), in shared
+// memory for the producer and the consumers. Without it the first K tile went out ~2,200 cycles after
+// the CTA's entry at (1,8,512,64) (clock64 trace: the start barrier, setmaxnreg and the item's
+// arithmetic in turn), with the consumers waiting for it. Graph replay on an H100 (docs/perf-log.md
+// v9.4): (1,8,512,64) 7.58-7.78 -> 7.33-7.49 us, (1,8,256,64) 6.24-6.69 -> 6.14-6.56. Not more loads
+// here: each split_keys consumer's first K tile made the start barrier later and (1,8,512,64) 7.74-7.90;
+// the plan without loads, 8.06-8.26.
+template <int kIndex, typename Schedule>
+__device__ __forceinline__ void plan_cta(const CUtensorMap* tq, const CUtensorMap* tk, const KernelParams& p,
+                                         const Geometry& g, const Smem<kIndex>& sm) {
+  mbar_init(sm.q_full(0), 1);
+  mbar_init(sm.k_full(0), 1);
+  mbar_init_fence();
+  const int items = Schedule::items(g);
+  int last = items - 1;
+  if (items > 0) {
+    const Work w = Schedule::item(p, g, 0);
+    write_work(sm, 0, w);
+    issue_q(tq, sm, 0, w);
+    if (w.n_tiles > 0) issue_kv<kIndex>(tk, sm.k(0), sm.k_full(0), w, 0);
+    // Searched from the end: summing every item's tiles first held the consumers back from their first
+    // item (causal D=64 L=512-1024, ~31 items per CTA: 4% of the run).
+    while (last > 0 && Schedule::item(p, g, last).n_tiles == 0) --last;
+    if (last == 0 && w.n_tiles == 0) last = -1;
+  }
+  st_shared(sm.plan(0), static_cast<uint32_t>(items));
+  st_shared(sm.plan(1), static_cast<uint32_t>(last));
+}
+
+// The CTA's item count, from its plan; a constant where the schedule gives each CTA one item (the
+// cluster split's producer would spill at 24 registers with a loop of unknown length).
+template <typename Schedule, int kIndex>
+__device__ __forceinline__ int cta_items(const Smem<kIndex>& sm) {
+  return Schedule::kOneItem ? 1 : static_cast<int>(ld_shared_u32(sm.plan(0)));
+}
+
+// ---- producer -------------------------------------------------------------------------------------
+// Q of the CTA's item `iter` > 0 (Work w) into buffer iter % kQBuffers, once the consumers have released
+// it (its previous use, kQBuffers items earlier, is done), and the item's Work beside it: the consumers
+// read it once q_full completes (the arrival releases the stores), instead of each computing the item
+// (the causal order's arithmetic on their critical path between items).
+template <int kIndex>
+__device__ __forceinline__ void load_q(const CUtensorMap* tq, const Smem<kIndex>& sm, int iter, const Work& w) {
+  constexpr int kBuffers = TileConfig::kQBuffers;
+  const int buf = iter % kBuffers;
+  if (iter >= kBuffers) mbar_wait(sm.q_empty(buf), (iter / kBuffers - 1) & 1);
+  write_work(sm, buf, w);
+  issue_q(tq, sm, buf, w);
 }
 
 // For each work item: its K and V tiles through the ring, whose position carries on from one item to the
-// next, and the Q of the next item. Each item's Work is computed once, by its load_q: the first K tile
-// goes out right after the first Q (a clock64 trace at (1,8,512,64) had ~1,350 cycles between them when
-// the loop computed the item again and divided by the query group).
+// next, and the Q of the next item (the first item's Q and first K tile are plan_cta's). Each item's
+// Work is computed once, before its Q goes out (a clock64 trace at (1,8,512,64) had ~1,350 cycles
+// between the first Q and K when the loop computed the item again and divided by the query group).
 template <int kIndex, typename Schedule>
 __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const KernelParams& p,
                         const Geometry& g, const Smem<kIndex>& sm) {
-  using S = Smem<kIndex>;
   constexpr TileConfig kCfg = kConfigs[kIndex];
   static_assert(TileConfig::kQBuffers == 2, "the loop keeps the Work of one item ahead");
-  constexpr int kBlockBytes = kCfg.block_n * 128;  // one 64-column block of a K or V tile
   int tiles = 0;                                   // K/V tiles loaded so far
-  const int items = Schedule::items(g);
+  const int items = cta_items<Schedule>(sm);
   if (items == 0) return;
-  Work next = load_q<kIndex, Schedule>(tq, p, g, sm, 0);
+  Work next = read_work(sm, 0);
   for (int iter = 0; iter < items; ++iter) {
     const Work w = next;
     const bool ahead = iter + 1 < items;
@@ -80,23 +146,20 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
     // later tile waits for tile 0's stage, freed after that GEMM anyway. Issued after tile 0, it held
     // tile 1 back by a load latency per item (clock64 trace at D=64 L=512: ~2,800 cycles in ~21,000).
     const int q_after = min(kCfg.stages, w.n_tiles) - 1;
-    if (w.n_tiles == 0 && ahead) next = load_q<kIndex, Schedule>(tq, p, g, sm, iter + 1);
-    const int kv_head = g.kv_group.div(w.head);
+    const auto load_next_q = [&] {
+      next = Schedule::item(p, g, iter + 1);
+      load_q(tq, sm, iter + 1, next);
+    };
+    if (w.n_tiles == 0 && ahead) load_next_q();
     const auto load_k = [&](int t) {
       const int c = tiles + t, s = c % kCfg.stages;  // ring position and stage
       if (c >= kCfg.stages) mbar_wait(sm.k_empty(s), (c / kCfg.stages - 1) & 1);  // the phase that freed s
-      mbar_expect_tx(sm.k_full(s), S::kTileBytes);
-      for (int b = 0; b < S::kDBlocks; ++b)
-        tma_load(sm.k(s) + b * kBlockBytes, tk, sm.k_full(s), S::kBlockCols * b, (w.t0 + t) * kCfg.block_n, kv_head,
-                 w.batch);
+      issue_kv<kIndex>(tk, sm.k(s), sm.k_full(s), w, t);
     };
     const auto load_v = [&](int t) {
       const int c = tiles + t, s = c % kCfg.stages;
       if (c >= kCfg.stages) mbar_wait(sm.v_empty(s), (c / kCfg.stages - 1) & 1);
-      mbar_expect_tx(sm.v_full(s), S::kTileBytes);
-      for (int b = 0; b < S::kDBlocks; ++b)
-        tma_load(sm.v(s) + b * kBlockBytes, tv, sm.v_full(s), S::kBlockCols * b, (w.t0 + t) * kCfg.block_n, kv_head,
-                 w.batch);
+      issue_kv<kIndex>(tv, sm.v(s), sm.v_full(s), w, t);
     };
     // split_keys: K of tile t goes out before V of tile t - 1, which is needed only after S_{t-1}'s
     // softmax, so that the next consumer's first K tile is not behind a V: (1,8,512,128) 10.9 -> 9.8 us
@@ -104,10 +167,10 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
     // S_{t-2}) and V_{t-1} would wait with it: D=128 non-causal L=8192 fp16 697 -> 603 TFLOP/s.
     constexpr int kVLag = kCfg.split_keys ? 1 : 0;
     for (int t = 0; t < w.n_tiles + kVLag; ++t) {
-      if (t < w.n_tiles) load_k(t);
+      if (t < w.n_tiles && (iter > 0 || t > 0)) load_k(t);  // the first is plan_cta's
       if (t < kVLag) continue;
       load_v(t - kVLag);
-      if (t - kVLag == q_after && ahead) next = load_q<kIndex, Schedule>(tq, p, g, sm, iter + 1);
+      if (t - kVLag == q_after && ahead) load_next_q();
     }
     tiles += w.n_tiles;
   }
@@ -135,7 +198,7 @@ __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem
   const int q = lane & 3, gi = lane >> 2, odd = gi & 1;
   const uint32_t sel_lo = odd ? 0x1504u : 0x5140u, sel_hi = odd ? 0x3726u : 0x7362u;
   const int key0 = 16 * gi + 2 * q + odd, key1 = 16 * gi + 2 * q + (odd ^ 1);  // then key0 + 8, key1 + 8
-  const int items = Schedule::items(g);
+  const int items = cta_items<Schedule>(sm);
   int c = 0;  // ring position
   for (int iter = 0; iter < items; ++iter) {
     const int n_tiles = Schedule::item(p, g, iter).n_tiles;
@@ -558,24 +621,19 @@ template <typename T, int kIndex, typename Schedule, typename Epilogue>
 __device__ void consume(const KernelParams& p, const Geometry& g, const CUtensorMap* to, int consumer,
                         const Smem<kIndex>& sm) {
   constexpr bool kFp8 = kConfigs[kIndex].fp8;
-  const int items = Schedule::items(g);
+  const int items = cta_items<Schedule>(sm);
   Epilogue epilogue;
-  // The CTA's last item with tiles holds the last turn, which is kept. Searched from the end: summing
-  // every item's tiles first held the consumers back from their first item (causal D=64 L=512-1024,
-  // ~31 items per CTA: 4% of the run).
-  int last = items - 1;
-  while (last >= 0 && Schedule::item(p, g, last).n_tiles == 0) --last;
+  // The CTA's last item with tiles holds the last turn, which is kept.
+  const int last = static_cast<int>(ld_shared_u32(sm.plan(1)));
   if (last >= 0 && consumer == kConfigs[kIndex].consumers - 1) named_arrive(1);  // consumer 0 takes the first turn
   int tiles = 0;
   for (int iter = 0; iter < items; ++iter) {
     const int buf = iter % TileConfig::kQBuffers;
     mbar_wait(sm.q_full(buf), (iter / TileConfig::kQBuffers) & 1);
-    const Work w{static_cast<int>(ld_shared_u32(sm.work(buf, 0))), static_cast<int>(ld_shared_u32(sm.work(buf, 1))),
-                 static_cast<int>(ld_shared_u32(sm.work(buf, 2))), static_cast<int>(ld_shared_u32(sm.work(buf, 3))),
-                 static_cast<int>(ld_shared_u32(sm.work(buf, 4)))};
+    const Work w = read_work(sm, buf);
     float scale_log2 = p.scale_log2, v_descale = 1.f;
     if constexpr (kFp8) {
-      const int64_t at = w.batch * p.descale_batch_stride + g.kv_group.div(w.head) * p.descale_head_stride;
+      const int64_t at = w.batch * p.descale_batch_stride + w.kv_head * p.descale_head_stride;
       scale_log2 *= p.q_descale[at] * p.k_descale[at];
       v_descale = p.v_descale[at];
     }
@@ -600,11 +658,11 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     prefetch_tensor_map(&tm_v);
     prefetch_tensor_map(&tm_o);
     for (int b = 0; b < TileConfig::kQBuffers; ++b) {
-      mbar_init(sm.q_full(b), 1);
+      if (b > 0) mbar_init(sm.q_full(b), 1);  // q_full(0) and k_full(0): plan_cta's
       mbar_init(sm.q_empty(b), Epilogue::kQReleases);
     }
     for (int s = 0; s < kCfg.stages; ++s) {
-      mbar_init(sm.k_full(s), 1);
+      if (s > 0) mbar_init(sm.k_full(s), 1);
       mbar_init(sm.v_full(s), 1);
       // Every thread of the consumers that compute a tile releases its stage: all of them with a row
       // split, the tile's own consumer with split_keys.
@@ -620,6 +678,8 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     }
     mbar_init(sm.merge_full(), 1);
     mbar_init_fence();
+  } else if (threadIdx.x == 32) {
+    plan_cta<kIndex, Schedule>(&tm_q, &tm_k, p, geo, sm);
   }
   __syncthreads();
   // Broadcast from lane 0 so that ptxas sees a warp-uniform value: wgmma under a branch it cannot prove

@@ -24,6 +24,8 @@ struct Shape {
 // runs over (causal: none past the last row's diagonal).
 struct Work {
   int q0, head, batch, t0, n_tiles;
+  int kv_head;  // head's K/V head (grouped-query heads)
+  static constexpr int kFields = 6;
 };
 
 // The launch's divisors, found once on the host and passed as a kernel parameter (fast_div.hpp): the
@@ -58,6 +60,7 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
   const QuotRem bh = g.heads_q.divmod(at.bh);
   w.batch = bh.quot;
   w.head = bh.rem;
+  w.kv_head = g.kv_group.div(w.head);
   w.t0 = 0;
   int keys = p.seqlen_k;
   if (p.causal) keys = min(keys, max(0, min(w.q0 + BM, p.seqlen_q) + p.causal_offset));
@@ -69,6 +72,7 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
 // no larger than the item count.
 template <int kIndex>
 struct PersistentSchedule {
+  static constexpr bool kOneItem = false;  // CTAs may take several items
   static __device__ __forceinline__ int items(const Geometry& g) {
     const QuotRem r = g.grid.divmod(g.items);
     return r.quot + (static_cast<int>(blockIdx.x) < r.rem ? 1 : 0);
@@ -83,6 +87,7 @@ struct PersistentSchedule {
 // near-equal runs of the item's tiles (some may be empty, causal rows near the top).
 template <int kIndex>
 struct SplitSchedule {
+  static constexpr bool kOneItem = true;
   static __device__ __forceinline__ int items(const Geometry&) { return 1; }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int) {
     const int n = static_cast<int>(cluster_size()), r = static_cast<int>(cluster_rank());

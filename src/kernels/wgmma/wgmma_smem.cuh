@@ -9,7 +9,7 @@ namespace evosdpa::detail::wgmma_sm90 {
 
 // The Q ring, the K ring, the V ring (each tile D/64 blocks of [rows x 64 columns], 1024-byte
 // aligned; FP8: one block of 128 columns), with FP8 the transposed V ring and the O buffers, then the
-// mbarriers, then a split item's row statistics, the Work of each Q buffer's item and
+// mbarriers, then a split item's row statistics, the Work of each Q buffer's item, the CTA's plan and
 // (split_keys rows) the partial results the consumers hand over; a split item's partial O goes over the
 // K/V ring at the end.
 template <int kIndex>
@@ -55,8 +55,10 @@ struct Smem {
   __device__ uint32_t pv_empty(int stage) const { return kCfg.fp8 ? vt_empty(stage) : v_empty(stage); }
   // Float `row` of the item's maxima (which 0) or sums (which 1).
   __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
-  // Field f (q0, head, batch, t0, n_tiles) of the Work of the item whose Q is in `buffer`.
+  // Field f (q0, head, batch, t0, n_tiles, kv_head) of the Work of the item whose Q is in `buffer`.
   __device__ uint32_t work(int buffer, int f) const { return base + kWork + 32 * buffer + 4 * f; }
+  // The CTA's plan (plan_cta): its item count (f = 0) and its last item with tiles (f = 1).
+  __device__ uint32_t plan(int f) const { return work(TileConfig::kQBuffers, f); }
   __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
   // split_keys: float f of thread t's hand-over in slot h (one per consumer but the storer; a warp's 32
   // floats are consecutive).
