@@ -2,6 +2,7 @@
 
 #include <nvrtc.h>
 
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 
@@ -33,8 +34,10 @@ struct ProgramDeleter {
 }  // namespace
 
 SourceTree SourceTree::of_build() {
-  return {std::string(EVOSDPA_SOURCE_DIR) + "/src", std::string(EVOSDPA_SOURCE_DIR) + "/include",
-          EVOSDPA_CUDA_INCLUDE_DIR};
+  const char* root = std::getenv("EVOSDPA_SOURCE_DIR");
+  const char* cuda = std::getenv("EVOSDPA_CUDA_INCLUDE_DIR");
+  const std::string src_root = root != nullptr && *root != '\0' ? root : EVOSDPA_SOURCE_DIR;
+  return {src_root + "/src", src_root + "/include", cuda != nullptr && *cuda != '\0' ? cuda : EVOSDPA_CUDA_INCLUDE_DIR};
 }
 
 std::string CompiledCandidate::gate() const {

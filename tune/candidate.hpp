@@ -24,7 +24,9 @@ struct CompiledCandidate {
 };
 
 // Where NVRTC finds the sources: the repository's src/ and include/, the toolkit's include directory
-// (and its cccl/ for libcu++). Set at build time for this tree (EVOSDPA_SOURCE_DIR, CUDA include).
+// (and its cccl/ for libcu++). Set at build time for this tree (EVOSDPA_SOURCE_DIR, CUDA include); the
+// environment variables EVOSDPA_SOURCE_DIR and EVOSDPA_CUDA_INCLUDE_DIR override them where the tool runs
+// away from the tree it was built in (a copy of the repository on a GPU machine).
 struct SourceTree {
   std::string src, include, cuda_include;
   static SourceTree of_build();

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
 #include "candidate.hpp"
 #include "candidate_runner.hpp"
@@ -79,10 +81,29 @@ std::string MmaEvaluator::prepare() {
   return why.empty() ? why : "the table's own row fails: " + why;
 }
 
+namespace {
+
+// One line for the report's table: the first line of NVRTC's log that names an error (the log goes to
+// stderr whole).
+std::string first_error_line(const std::string& log) {
+  std::istringstream in(log);
+  std::string line, first;
+  while (std::getline(in, line)) {
+    if (first.empty()) first = line;
+    if (line.find("error") != std::string::npos && line.find("NVRTC_ERROR") == std::string::npos) return line;
+  }
+  return first;
+}
+
+}  // namespace
+
 std::string MmaEvaluator::measure(const Genome& genome, std::vector<Timing>& out) {
   const mma::TileConfig row = mma_sm80_config(genome, head_dim_, small_grid_);
   const CompiledCandidate c = compile_mma_sm80(row, workload_.dtype, arch_);
-  if (!c.ok) return "compile: " + c.error;
+  if (!c.ok) {
+    std::fprintf(stderr, "%s\n", c.error.c_str());
+    return "compile: " + first_error_line(c.error);
+  }
   if (const std::string gate = c.gate(); !gate.empty()) return gate;
   CandidateRunner runner;
   if (const std::string err = runner.load(c, row.threads(), row.smem_bytes()); !err.empty()) return err;

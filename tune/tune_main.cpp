@@ -1,6 +1,7 @@
 // evosdpa-tune (issue 10): the elite search over mma_sm80's levers on this GPU, resumable between calls.
 //   evosdpa-tune --head-dim 64|128 [--small-grid] [--grid fa3|acceptance] [--state FILE] [--seed N]
 //                [--generations N] [--seconds S] [--report FILE.md]
+// (--generations 0 with an existing --state rewrites the report from it without a GPU)
 // With --state, an existing file is resumed (same family) and the state is saved after every generation,
 // so a run cut off by a time limit loses at most one generation.
 #include <chrono>
@@ -33,12 +34,13 @@ std::string report(const State& st, const GenomeSpace& space) {
   out += "| elite | speedup vs the table's row | rel. std. error |\n|---|---:|---:|\n";
   char buf[64];
   for (const Elite& e : st.elites) {
-    std::snprintf(buf, sizeof buf, " | %.3f | %.3f |\n", e.speedup, e.rel_stderr);
+    std::snprintf(buf, sizeof buf, " | %.3f | %.2g |\n", e.speedup, e.rel_stderr);
     out += "| " + space.describe(e.genome) + buf;
   }
   out += "\n| generation | candidate | verdict |\n|---:|---|---|\n";
   for (const Record& r : st.log)
-    out += "| " + std::to_string(r.generation) + " | " + space.describe(r.genome) + " | " + r.verdict + " |\n";
+    out += "| " + std::to_string(r.generation) + " | " + space.describe(r.genome) + " | " +
+           r.verdict.substr(0, r.verdict.find('\n')) + " |\n";  // one line per row of the table
   return out;
 }
 
@@ -77,17 +79,22 @@ int main(int argc, char** argv) {
   }
   const GenomeSpace space = mma_sm80_space(head_dim, small_grid);
   MmaEvaluator evaluate(head_dim, small_grid, w);
-  if (const std::string why = evaluate.prepare(); !why.empty()) {
-    std::fprintf(stderr, "evosdpa-tune: %s\n", why.c_str());
-    return 1;
+  std::ifstream saved;
+  if (!state_path.empty()) saved.open(state_path);
+  // --generations 0 on a saved state only rewrites the report (no GPU needed).
+  if (generations > 0 || !saved) {
+    if (const std::string why = evaluate.prepare(); !why.empty()) {
+      std::fprintf(stderr, "evosdpa-tune: %s\n", why.c_str());
+      return 1;
+    }
   }
   const Evaluate fitness = [&](const Genome& g) {
     std::fprintf(stderr, "  %s ...\n", space.describe(g).c_str());
     return evaluate(g);
   };
   State st;
-  if (std::ifstream in(state_path); !state_path.empty() && in) {
-    st = state_from_json(nlohmann::json::parse(in));
+  if (saved) {
+    st = state_from_json(nlohmann::json::parse(saved));
     if (st.family != space.family) {
       std::fprintf(stderr, "evosdpa-tune: %s holds a search of %s, not %s\n", state_path.c_str(), st.family.c_str(),
                    space.family.c_str());

@@ -53,6 +53,12 @@ TEST(TuneSpaces, RulesRefuseWhatCannotBeBuilt) {
   const GenomeSpace m = mma_sm80_space(128, false);
   EXPECT_NE(m.check({8, 4, 64, 1, 0}).find("shared memory"), std::string::npos) << m.check({8, 4, 64, 1, 0});
   EXPECT_NE(m.check({4, 2, 48, 2, 1}), "");  // 48 is not a legal block_n
+  // D=128, 2 warps: 64 threads over 16 chunk columns copy rows 4 apart, which load_tile's swizzle
+  // refuses (static_assert; the first H100 tuning run at D=128 spent 9 of its candidates on such
+  // NVRTC failures).
+  EXPECT_NE(m.check({2, 2, 64, 1, 0}), "");
+  EXPECT_NE(m.check({2, 1, 32, 2, 1}), "");
+  EXPECT_EQ(mma_sm80_space(64, false).check({2, 2, 64, 2, 0}), "");  // D=64: 8 columns, rows 8 apart
   // D=128, 256-key tiles in 4 stages: over sm_90's 227 KiB.
   const GenomeSpace w = wgmma_sm90_space(128, false);
   EXPECT_NE(w.check({256, 4, 2, 24}), "");

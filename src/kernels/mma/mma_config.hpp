@@ -78,8 +78,11 @@ constexpr bool valid(const TileConfig& c) {
   return c.head_dim % 16 == 0 &&   // mma k-steps of 16 over D in Q.K^T, n-tile pairs in P.V
          c.block_n % 16 == 0 &&    // mma k-steps of 16 keys in P.V
          c.warps >= 1 && c.warps <= 16 && c.m_tiles >= 1 && c.m_tiles <= 4 &&
-         (c.block_m() * c.head_dim / 8) % c.threads() == 0 &&  // Q tile copied in whole 16-byte rounds
-         (c.block_n * c.head_dim / 8) % c.threads() == 0 &&    // likewise each K/V tile
+         // load_tile: each thread copies one 16-byte chunk column (head_dim / 8 chunks per row) of rows a
+         // multiple of 8 apart, in whole rounds of the Q tile and of each K/V tile
+         c.threads() % (c.head_dim / 8) == 0 && c.threads() >= c.head_dim / 8 &&
+         (c.threads() / (c.head_dim / 8)) % 8 == 0 &&
+         c.block_m() % (c.threads() / (c.head_dim / 8)) == 0 && c.block_n % (c.threads() / (c.head_dim / 8)) == 0 &&
          c.min_blocks_per_sm >= 1;
 }
 
