@@ -164,4 +164,16 @@ bool step(State& st, const GenomeSpace& space, const Evaluate& evaluate) {
   return true;
 }
 
+std::vector<double> best_by_generation(const State& state) {
+  std::vector<double> best(static_cast<size_t>(std::max(state.generation, 0)) + 1, 0.0);
+  for (const Record& r : state.log) {
+    const bool entered = r.verdict == "elite" || r.verdict.rfind("replaced ", 0) == 0;
+    if (!entered || r.generation < 0 || r.generation > state.generation) continue;
+    double& b = best[static_cast<size_t>(r.generation)];
+    b = std::max(b, r.fitness.speedup);
+  }
+  for (size_t g = 1; g < best.size(); ++g) best[g] = std::max(best[g], best[g - 1]);
+  return best;
+}
+
 }  // namespace evosdpa::tune

@@ -79,4 +79,8 @@ State start(const GenomeSpace& space, const std::vector<Genome>& initial, const 
 // One generation. Returns false (and evaluates nothing) once the search has stopped.
 bool step(State& state, const GenomeSpace& space, const Evaluate& evaluate);
 
+// The best elite's speedup after each generation 0..state.generation, from the log: the largest among
+// the candidates that became elites so far (a replacement removes the worst elite, never the best).
+std::vector<double> best_by_generation(const State& state);
+
 }  // namespace evosdpa::tune

@@ -4,6 +4,7 @@
 // (--generations 0 with an existing --state rewrites the report from it without a GPU)
 // With --state, an existing file is resumed (same family) and the state is saved after every generation,
 // so a run cut off by a time limit loses at most one generation.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,9 +29,41 @@ int usage(const char* why) {
   return 2;
 }
 
-std::string report(const State& st, const GenomeSpace& space) {
+// The best elite's speedup per generation as an SVG line chart (self-contained, no plotting library).
+std::string fitness_svg(const std::vector<double>& best) {
+  const double w = 480, h = 240, left = 56, right = 12, top = 12, bottom = 36;
+  double lo = 1.0, hi = 1.0;
+  for (double b : best) lo = std::min(lo, b), hi = std::max(hi, b);
+  const double pad = std::max(0.01, 0.05 * (hi - lo));
+  lo -= pad, hi += pad;
+  const double span = best.size() > 1 ? static_cast<double>(best.size() - 1) : 1.0;
+  const auto x = [&](size_t g) { return left + (w - left - right) * static_cast<double>(g) / span; };
+  const auto y = [&](double v) { return top + (h - top - bottom) * (hi - v) / (hi - lo); };
+  char buf[160];
+  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"480\" height=\"240\" font-family=\"sans-serif\" "
+                    "font-size=\"11\">\n<rect width=\"480\" height=\"240\" fill=\"white\"/>\n";
+  std::snprintf(buf, sizeof buf, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#bbb\" stroke-dasharray=\"4\"/>\n",
+                left, y(1.0), w - right, y(1.0));
+  out += buf;  // the table's row
+  out += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"";
+  for (size_t g = 0; g < best.size(); ++g) {
+    std::snprintf(buf, sizeof buf, "%.1f,%.1f ", x(g), y(best[g]));
+    out += buf;
+  }
+  out += "\"/>\n";
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"4\" y=\"%.1f\">%.3fx</text>\n<text x=\"4\" y=\"%.1f\">%.3fx</text>\n"
+                "<text x=\"%.1f\" y=\"%.1f\">generation 0 .. %zu</text>\n",
+                y(hi) + 10, hi, y(lo), lo, left, h - 10, best.size() - 1);
+  out += buf;
+  return out + "</svg>\n";
+}
+
+// The report; `plot`: the file name of the fitness chart beside it ("" for none).
+std::string report(const State& st, const GenomeSpace& space, const std::string& plot) {
   std::string out = "# evosdpa-tune: " + space.family + "\n\n";
   out += "Generation " + std::to_string(st.generation) + (st.done ? ", stopped: " + st.stop_reason : ", running") + ".\n\n";
+  if (!plot.empty()) out += "Best speedup against the table's row, per generation (dashed: 1.0):\n\n![best fitness](" + plot + ")\n\n";
   out += "| elite | speedup vs the table's row | rel. std. error |\n|---|---:|---:|\n";
   char buf[64];
   for (const Elite& e : st.elites) {
@@ -106,7 +139,15 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto save = [&] {
     if (!state_path.empty()) std::ofstream(state_path) << to_json(st).dump(1);
-    if (!report_path.empty()) std::ofstream(report_path) << report(st, space);
+    if (!report_path.empty()) {
+      // The chart beside the report: r.md -> r.svg.
+      const size_t dot = report_path.rfind('.'), slash = report_path.rfind('/');
+      const std::string svg_path =
+          (dot != std::string::npos && (slash == std::string::npos || dot > slash) ? report_path.substr(0, dot) : report_path) +
+          ".svg";
+      std::ofstream(svg_path) << fitness_svg(best_by_generation(st));
+      std::ofstream(report_path) << report(st, space, svg_path.substr(slash == std::string::npos ? 0 : slash + 1));
+    }
   };
   save();
   for (int g = 0; g < generations; ++g) {
@@ -116,6 +157,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "generation %d: best %s at %.3fx\n", st.generation, space.describe(st.elites.front().genome).c_str(),
                  st.elites.front().speedup);
   }
-  std::printf("%s", report(st, space).c_str());
+  std::printf("%s", report(st, space, "").c_str());
   return 0;
 }

@@ -103,6 +103,12 @@ TEST(TuneSearch, ElitesOnlyImproveAndTheSearchConverges) {
           if (s.check(g).empty() && toy_fitness(g).ok) optimum = std::max(optimum, toy_speed(g));
         }
   EXPECT_GT(best, 3 * first);
+  // The report's curve: one point per generation, never falling, from the first best to the last.
+  const std::vector<double> curve = best_by_generation(st);
+  ASSERT_EQ(curve.size(), static_cast<size_t>(st.generation) + 1);
+  EXPECT_EQ(curve.front(), first);
+  EXPECT_EQ(curve.back(), best);
+  for (size_t g = 1; g < curve.size(); ++g) EXPECT_GE(curve[g], curve[g - 1]) << g;
   EXPECT_GT(best, 0.9 * optimum) << "stopped at " << s.describe(st.elites.front().genome) << ": " << st.stop_reason;
   // Every elite was evaluated and passed; a discarded candidate carries its reason in the log.
   bool saw_discard = false;
