@@ -80,8 +80,8 @@ __device__ __forceinline__ void issue_kv(const CUtensorMap* map, uint32_t dst, u
 // the CTA's entry at (1,8,512,64) (clock64 trace: the start barrier, setmaxnreg and the item's
 // arithmetic in turn), with the consumers waiting for it. Graph replay on an H100 (docs/perf-log.md
 // v9.4): (1,8,512,64) 7.58-7.78 -> 7.33-7.49 us, (1,8,256,64) 6.24-6.69 -> 6.14-6.56. Not more loads
-// here: each split_keys consumer's first K tile made the start barrier later and (1,8,512,64) 7.74-7.90;
-// the plan without loads, 8.06-8.26.
+// before the barrier: each split_keys consumer's first K tile here made the barrier later and
+// (1,8,512,64) 7.74-7.90, K1 from a second warp 7.84-8.00; the plan without loads, 8.06-8.26.
 template <int kIndex, typename Schedule>
 __device__ __forceinline__ void plan_cta(const CUtensorMap* tq, const CUtensorMap* tk, const KernelParams& p,
                                          const Geometry& g, const Smem<kIndex>& sm) {
@@ -618,7 +618,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
 // The consumer warpgroup's work items, with the ring position and the pingpong carried across them.
 // FP8: each item's descales, read for its (batch, K/V head) (FlashAttention-3's indexing).
 template <typename T, int kIndex, typename Schedule, typename Epilogue>
-__device__ void consume(const KernelParams& p, const Geometry& g, const CUtensorMap* to, int consumer,
+__device__ void consume(const KernelParams& p, const CUtensorMap* to, int consumer,
                         const Smem<kIndex>& sm) {
   constexpr bool kFp8 = kConfigs[kIndex].fp8;
   const int items = cta_items<Schedule>(sm);
@@ -695,7 +695,7 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     Epilogue().idle();
   } else {
     regs_claim<kCfg.consumer_regs>();
-    consume<T, kIndex, Schedule, Epilogue>(p, geo, &tm_o, wg - 1, sm);
+    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, wg - 1, sm);
   }
 }
 
