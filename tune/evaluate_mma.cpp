@@ -40,6 +40,13 @@ bool upload(void*& dst, const std::vector<float>& x, evosdpa_dtype_t dtype) {
 
 }  // namespace
 
+TunedDevice current_device() {
+  int device = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return {};
+  return {prop.name, 10 * prop.major + prop.minor, prop.multiProcessorCount};
+}
+
 MmaEvaluator::MmaEvaluator(int head_dim, bool small_grid, Workload workload)
     : head_dim_(head_dim), small_grid_(small_grid), workload_(std::move(workload)) {}
 

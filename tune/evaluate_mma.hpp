@@ -21,6 +21,9 @@ struct Workload {
   int iters = 40;  // timed launches per shape, each between its own CUDA events; the median counts
 };
 
+// The current CUDA device as a tuned table names it; cc 0 when there is none.
+TunedDevice current_device();
+
 class MmaEvaluator {
  public:
   MmaEvaluator(int head_dim, bool small_grid, Workload workload);

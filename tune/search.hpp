@@ -51,8 +51,16 @@ struct Record {
   std::string verdict;  // "elite", "replaced <genome>", "kept out: ...", "discarded: <reason>"
 };
 
+// The GPU a search measured on: its tuned table is for this model only.
+struct TunedDevice {
+  std::string name;  // as the CUDA runtime reports it, e.g. "NVIDIA H100 80GB HBM3"
+  int cc = 0;        // compute capability, major * 10 + minor (0: not recorded)
+  int sm_count = 0;
+};
+
 struct State {
   Options options;
+  TunedDevice device;
   std::string family;  // the GenomeSpace's, checked on resume
   std::string rng;     // the generator's state between generations
   int generation = 0;

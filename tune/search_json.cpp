@@ -27,6 +27,7 @@ nlohmann::json to_json(const State& s) {
                   {"max_generations", o.max_generations},
                   {"max_tries", o.max_tries},
                   {"seed", o.seed}};
+  j["device"] = {{"name", s.device.name}, {"cc", s.device.cc}, {"sm_count", s.device.sm_count}};
   j["family"] = s.family;
   j["rng"] = s.rng;
   j["generation"] = s.generation;
@@ -58,6 +59,10 @@ State state_from_json(const nlohmann::json& j) {
   s.options.max_generations = o.at("max_generations").get<int>();
   s.options.max_tries = o.at("max_tries").get<int>();
   s.options.seed = o.at("seed").get<uint64_t>();
+  if (j.contains("device")) {  // states saved before the tuned tables have none
+    const nlohmann::json& d = j.at("device");
+    s.device = {d.at("name").get<std::string>(), d.at("cc").get<int>(), d.at("sm_count").get<int>()};
+  }
   s.family = j.at("family").get<std::string>();
   s.rng = j.at("rng").get<std::string>();
   s.generation = j.at("generation").get<int>();

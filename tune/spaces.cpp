@@ -39,7 +39,7 @@ Genome mma_sm80_genome(const mma::TileConfig& c) {
 
 std::vector<Genome> mma_sm80_table(int head_dim, bool small_grid) {
   std::vector<Genome> out;
-  for (const mma::TileConfig& c : mma::kConfigs)
+  for (const mma::TileConfig& c : mma::kHandRows)  // the hand-made rows, not a tuned table's
     if (c.head_dim == head_dim && c.small_grid == small_grid) out.push_back(mma_sm80_genome(c));
   return out;
 }

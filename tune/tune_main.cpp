@@ -2,6 +2,10 @@
 //   evosdpa-tune --head-dim 64|128 [--small-grid] [--grid fa3|acceptance] [--state FILE] [--seed N]
 //                [--generations N] [--seconds S] [--report FILE.md]
 // (--generations 0 with an existing --state rewrites the report from it without a GPU)
+//   evosdpa-tune --emit-table DIR STATE.json...
+// writes DIR/sm<cc>_<SMs>.inc, the tuned table of the model the searches ran on (each search's best elite
+// where it beat the hand-made row by the search's gain, else that row), and lists it in DIR/index.inc:
+// DIR is src/kernels/mma/tuned for the build to compile it in.
 // With --state, an existing file is resumed (same family) and the state is saved after every generation,
 // so a run cut off by a time limit loses at most one generation.
 #include <algorithm>
@@ -9,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -16,6 +21,7 @@
 #include "evaluate_mma.hpp"
 #include "search_json.hpp"
 #include "spaces.hpp"
+#include "tuned_table.hpp"
 
 using namespace evosdpa::tune;
 
@@ -24,7 +30,8 @@ namespace {
 int usage(const char* why) {
   std::fprintf(stderr,
                "%s%susage: evosdpa-tune --head-dim 64|128 [--small-grid] [--grid fa3|acceptance] [--state FILE]\n"
-               "                     [--seed N] [--generations N] [--seconds S] [--report FILE.md]\n",
+               "                     [--seed N] [--generations N] [--seconds S] [--report FILE.md]\n"
+               "       evosdpa-tune --emit-table DIR STATE.json...\n",
                why, *why ? "\n" : "");
   return 2;
 }
@@ -77,9 +84,52 @@ std::string report(const State& st, const GenomeSpace& space, const std::string&
   return out;
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// --emit-table: one table per model from the states' chosen rows (a bucket searched twice keeps the last).
+int emit_table(const std::string& dir, const std::vector<std::string>& states) {
+  std::vector<std::pair<TunedDevice, std::vector<TunedEntry>>> models;
+  for (const std::string& path : states) {
+    std::ifstream in(path);
+    if (!in) return usage(("cannot read " + path).c_str());
+    const State st = state_from_json(nlohmann::json::parse(in));
+    TunedEntry e;
+    if (!parse_mma_family(st.family, e.head_dim, e.small_grid)) return usage((path + ": not an mma_sm80 search").c_str());
+    if (st.device.cc == 0 || st.device.sm_count == 0) return usage((path + ": no device recorded").c_str());
+    const Genome row = mma_sm80_table(e.head_dim, e.small_grid).front();
+    e.source = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+    e.genome = table_choice(st, row);
+    e.hand_row = e.genome == row;
+    e.best = 0.0;
+    for (const Elite& el : st.elites) e.best = std::max(e.best, el.speedup);
+    auto m = std::find_if(models.begin(), models.end(), [&](const auto& x) {
+      return x.first.cc == st.device.cc && x.first.sm_count == st.device.sm_count;
+    });
+    if (m == models.end()) m = models.insert(models.end(), {st.device, {}});
+    auto same = std::find_if(m->second.begin(), m->second.end(), [&](const TunedEntry& x) {
+      return x.head_dim == e.head_dim && x.small_grid == e.small_grid;
+    });
+    if (same != m->second.end()) *same = e;
+    else m->second.push_back(e);
+  }
+  for (const auto& [device, entries] : models) {
+    const std::string name = tuned_file_name(device);
+    std::ofstream(dir + "/" + name) << tuned_file_text(device, entries);
+    const std::string index = with_index_line(read_file(dir + "/index.inc"), name);
+    std::ofstream(dir + "/index.inc") << index;
+    std::printf("%s/%s: %zu rows for %s\n", dir.c_str(), name.c_str(), entries.size(), device.name.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--emit-table")
+    return emit_table(argv[2], std::vector<std::string>(argv + 3, argv + argc));
   int head_dim = 0, generations = 1000;
   bool small_grid = false;
   double seconds = 1e9;
@@ -135,6 +185,17 @@ int main(int argc, char** argv) {
     }
   } else {
     st = start(space, mma_sm80_table(head_dim, small_grid), options, fitness);
+  }
+  // The model the search measures on; a state is resumed on that model only.
+  if (generations > 0) {
+    const TunedDevice here = current_device();
+    if (st.device.cc == 0) {
+      st.device = here;
+    } else if (st.device.cc != here.cc || st.device.sm_count != here.sm_count) {
+      std::fprintf(stderr, "evosdpa-tune: %s was measured on %s (%d SMs), this is %s (%d SMs)\n", state_path.c_str(),
+                   st.device.name.c_str(), st.device.sm_count, here.name.c_str(), here.sm_count);
+      return 1;
+    }
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto save = [&] {

@@ -22,9 +22,10 @@ namespace evosdpa::host {
 namespace {
 
 // The launch shape of row `row` of a family's tile table, when the row exists.
-template <typename Config, size_t kCount>
-void from_table(KernelResources& k, int row, const Config (&table)[kCount]) {
-  if (row < 0 || row >= static_cast<int>(kCount)) return;
+// `table`: a tile table (an array, or mma_sm80's RowTable) of `count` rows.
+template <typename Table>
+void from_table(KernelResources& k, int row, const Table& table, int count) {
+  if (row < 0 || row >= count) return;
   k.threads_per_block = table[row].threads();
   k.dynamic_smem_bytes = table[row].smem_bytes();
 }
@@ -42,11 +43,11 @@ void fill_launch_shape(KernelResources& k) {
     return;
   const int row = std::stoi(m[1]);
   if (k.function.find("wgmma_sm90") != std::string::npos)
-    from_table(k, row, detail::wgmma_sm90::kConfigs);
+    from_table(k, row, detail::wgmma_sm90::kConfigs, detail::wgmma_sm90::kConfigCount);
   else if (k.function.find("mma_sm80") != std::string::npos)
-    from_table(k, row, detail::mma_sm80::kConfigs);
+    from_table(k, row, detail::mma_sm80::kConfigs, detail::mma_sm80::kConfigCount);
   else if (k.function.find("mma_fp8") != std::string::npos)
-    from_table(k, row, detail::mma_fp8::kConfigs);
+    from_table(k, row, detail::mma_fp8::kConfigs, detail::mma_fp8::kConfigCount);
 }
 
 }  // namespace

@@ -262,8 +262,35 @@ TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
 TEST(Selection, VariantChoiceDoesNotOverflow) {
   // batch * heads_q near 2^62 and 2^23 query blocks: their product passes 2^63; the default variant is
   // the answer (the grid check then refuses it).
-  EXPECT_EQ(mma_sm80::choose_config(64, (1LL << 62) - 1, EVOSDPA_MAX_SEQLEN, 132), mma_sm80::config_index(64, false));
-  EXPECT_EQ(mma_sm80::choose_config(64, 1, 128, 132), mma_sm80::config_index(64, true));
+  EXPECT_EQ(mma_sm80::choose_config(64, (1LL << 62) - 1, EVOSDPA_MAX_SEQLEN, 132, 80), mma_sm80::config_index(64, false));
+  EXPECT_EQ(mma_sm80::choose_config(64, 1, 128, 132, 80), mma_sm80::config_index(64, true));
+}
+
+// A tuned table's row replaces the hand-made one of its bucket on its GPU model only (compute
+// capability and SM count), and the small-grid choice follows the tuned default row's block_m.
+TEST(Selection, TunedRowsApplyToTheirGpuModelOnly) {
+  using mma_sm80::TunedRow;
+  const int big = mma_sm80::config_index(64, false), small = mma_sm80::config_index(64, true);
+  // A table naming the hand-made small-grid row as some model's default: resolves to that row's index.
+  mma_sm80::TileConfig as_default = mma_sm80::kConfigs[small];
+  as_default.small_grid = false;  // not a row of kConfigs: no index, so only rows the build has may be named
+  const TunedRow tuned[] = {{0, 0, mma_sm80::kConfigs[big]},
+                            {90, 132, mma_sm80::kConfigs[big]},
+                            {89, 58, mma_sm80::kConfigs[small]}};
+  EXPECT_EQ(mma_sm80::bucket_row(tuned, 64, false, 90, 132), big);
+  EXPECT_EQ(mma_sm80::bucket_row(tuned, 64, true, 89, 58), small);
+  EXPECT_EQ(mma_sm80::bucket_row(tuned, 64, false, 90, 114), big);   // another SM count: hand-made
+  EXPECT_EQ(mma_sm80::bucket_row(tuned, 128, false, 90, 132), mma_sm80::config_index(128, false));
+  const TunedRow unknown[] = {{90, 132, as_default}};
+  EXPECT_EQ(mma_sm80::bucket_row(unknown, 64, false, 90, 132), -1);
+  // Every row of the build's tuned tables is compiled (a row of kConfigs) and valid.
+  for (const TunedRow& t : mma_sm80::kTunedRows) {
+    if (t.cc == 0) continue;
+    EXPECT_GE(mma_sm80::row_index(t.config), 0);
+    EXPECT_TRUE(mma_sm80::valid(t.config));
+    EXPECT_EQ(mma_sm80::bucket_row(mma_sm80::kTunedRows, t.config.head_dim, t.config.small_grid, t.cc, t.sm_count),
+              mma_sm80::row_index(t.config));
+  }
 }
 
 TEST(Selection, GridLimit) {

@@ -7,6 +7,12 @@
 
 #include "evosdpa/evosdpa.h"
 
+#if defined(__CUDACC__)
+#define EVOSDPA_MMA_HOST_DEVICE __host__ __device__
+#else
+#define EVOSDPA_MMA_HOST_DEVICE
+#endif
+
 namespace evosdpa::detail::mma_sm80 {
 
 // Bytes per element of the types the kernels are instantiated for (fp16, bf16; inst/). The kernel body
@@ -33,6 +39,12 @@ struct TileConfig {
   }
 };
 
+constexpr bool same_row(const TileConfig& a, const TileConfig& b) {
+  return a.head_dim == b.head_dim && a.warps == b.warps && a.m_tiles == b.m_tiles && a.block_n == b.block_n &&
+         a.min_blocks_per_sm == b.min_blocks_per_sm && a.q_in_registers == b.q_in_registers &&
+         a.small_grid == b.small_grid;
+}
+
 // Chosen by measurement on an H100, fp16, B=4 L=4096 (docs/perf-log.md, v6): every row is the fastest
 // variant that compiles without spills. block_m is 128 for the default rows: 64 doubles K/V traffic from L2.
 // - 4 warps of 32 rows (2 m-tiles), 2 blocks/SM: each K/V fragment read by ldmatrix feeds two mmas,
@@ -40,18 +52,70 @@ struct TileConfig {
 //   D=64: 303 against 276). D=128 keeps Q in shared memory to fit 255 registers.
 // - small_grid rows: fewer query rows per block, so a problem of few (batch, head, 128-row) blocks, such
 //   as B=1 H=8 L=512, spreads over more SMs (15.6 -> 9.9 us for that shape, CUDA-graph replay).
+// A row evosdpa-tune chose for one GPU model, which selection uses on that model in place of the
+// hand-made row of the same bucket (head_dim, and default or small-grid variant): `evosdpa-tune
+// --emit-table` writes one file per model, tuned/sm<cc>_<SMs>.inc, and lists it in tuned/index.inc.
+struct TunedRow {
+  int cc;        // compute capability, major * 10 + minor
+  int sm_count;  // multiprocessors of the model measured (an H100 SXM has 132, an H100 PCIe 114)
+  TileConfig config;
+};
+
 #ifdef EVOSDPA_TUNE_CANDIDATE
 // evosdpa-tune compiles a candidate row (tune/candidate.cpp) as the whole table, with NVRTC.
 inline constexpr TileConfig kConfigs[] = {EVOSDPA_TUNE_CANDIDATE};
+inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
+inline constexpr TunedRow kTunedRows[] = {{0, 0, kConfigs[0]}};
 #else
-inline constexpr TileConfig kConfigs[] = {
+inline constexpr TileConfig kHandRows[] = {
     {64, 4, 2, 64, 2, true, false},
     {128, 4, 2, 64, 2, false, false},
     {64, 4, 1, 64, 2, true, true},
     {128, 4, 1, 64, 2, false, true},
 };
+
+inline constexpr TunedRow kTunedRows[] = {
+    {0, 0, kHandRows[0]},  // no device has compute capability 0: keeps the array non-empty, never matches
+#include "kernels/mma/tuned/index.inc"
+};
+
+// The rows compiled: the hand-made ones, then each tuned row not already among them (one
+// instantiation per row and dtype, inst/). Hand-made rows come first, so config_index's first match for a
+// bucket is the hand-made row.
+struct RowList {
+  TileConfig rows[sizeof(kHandRows) / sizeof(kHandRows[0]) + sizeof(kTunedRows) / sizeof(kTunedRows[0])];
+  int count;
+  constexpr void add(const TileConfig& c) {
+    for (int i = 0; i < count; ++i)
+      if (same_row(rows[i], c)) return;
+    rows[count++] = c;
+  }
+};
+constexpr RowList collect_rows() {
+  RowList list{};
+  for (const TileConfig& c : kHandRows) list.add(c);
+  for (const TunedRow& t : kTunedRows)
+    if (t.cc != 0) list.add(t.config);
+  return list;
+}
+inline constexpr RowList kRowList = collect_rows();
+inline constexpr int kConfigCount = kRowList.count;
+
+// kConfigs: the first kConfigCount rows of the list, indexable in device code's constant expressions.
+template <int N>
+struct RowTable {
+  TileConfig rows[N];
+  EVOSDPA_MMA_HOST_DEVICE constexpr const TileConfig& operator[](int i) const { return rows[i]; }
+  constexpr const TileConfig* begin() const { return rows; }
+  constexpr const TileConfig* end() const { return rows + N; }
+};
+constexpr RowTable<kConfigCount> build_rows() {
+  RowTable<kConfigCount> t{};
+  for (int i = 0; i < kConfigCount; ++i) t.rows[i] = kRowList.rows[i];
+  return t;
+}
+inline constexpr RowTable<kConfigCount> kConfigs = build_rows();
 #endif
-inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 
 // Index of the head_dim's default (or small-grid) variant in kConfigs; -1 if there is none.
 constexpr int config_index(int head_dim, bool small_grid) {
@@ -60,18 +124,44 @@ constexpr int config_index(int head_dim, bool small_grid) {
   return -1;
 }
 
+// Index in kConfigs of a row equal to c; -1 if none.
+constexpr int row_index(const TileConfig& c) {
+  for (int i = 0; i < kConfigCount; ++i)
+    if (same_row(kConfigs[i], c)) return i;
+  return -1;
+}
+
+// The bucket's row (head_dim, small_grid) on a GPU of compute capability cc (major * 10 + minor) with
+// sm_count SMs: the row of `tuned` (kTunedRows, or a test's table) for this model where there is one, else
+// the hand-made row.
+template <int N>
+constexpr int bucket_row(const TunedRow (&tuned)[N], int head_dim, bool small_grid, int cc, int sm_count) {
+  for (const TunedRow& t : tuned)
+    if (t.cc != 0 && t.cc == cc && t.sm_count == sm_count && t.config.head_dim == head_dim &&
+        t.config.small_grid == small_grid)
+      return row_index(t.config);
+  return config_index(head_dim, small_grid);
+}
+
 // The variant that runs a problem: the default one, unless its grid would leave SMs idle and a
-// small-grid variant exists. -1 when the head_dim has no variant.
-constexpr int choose_config(int head_dim, long long batch_heads, long long seqlen_q, int sm_count) {
-  const int big = config_index(head_dim, false);
+// small-grid variant exists; each from the GPU model's tuned table where it has one. -1 when the head_dim
+// has no variant.
+template <int N>
+constexpr int choose_config_in(const TunedRow (&tuned)[N], int head_dim, long long batch_heads, long long seqlen_q,
+                               int sm_count, int cc) {
+  const int big = bucket_row(tuned, head_dim, false, cc, sm_count);
   if (big < 0) return -1;
-  const int small = config_index(head_dim, true);
+  const int small = bucket_row(tuned, head_dim, true, cc, sm_count);
   const long long bm = kConfigs[big].block_m();
   const long long q_blocks = (seqlen_q + bm - 1) / bm;
   // q_blocks * batch_heads can pass 2^63 (batch * heads_q reaches 2^62): the product is formed only once
   // batch_heads < sm_count bounds it.
   const bool fills_sms = batch_heads >= sm_count || q_blocks * batch_heads >= sm_count;
   return small >= 0 && !fills_sms ? small : big;
+}
+
+constexpr int choose_config(int head_dim, long long batch_heads, long long seqlen_q, int sm_count, int cc) {
+  return choose_config_in(kTunedRows, head_dim, batch_heads, seqlen_q, sm_count, cc);
 }
 
 constexpr bool valid(const TileConfig& c) {
@@ -94,6 +184,12 @@ constexpr bool all_valid() {
 static_assert(all_valid(), "invalid mma_sm80 tile configuration, or one over sm_86/sm_89's 99 KiB per block");
 #ifndef EVOSDPA_TUNE_CANDIDATE
 static_assert(config_index(64, false) >= 0 && config_index(128, false) >= 0, "64 and 128 need a default variant");
+constexpr bool head_dims_instantiated() {  // inst/ has a file per dtype for D = 64 and D = 128
+  for (const TileConfig& c : kConfigs)
+    if (c.head_dim != 64 && c.head_dim != 128) return false;
+  return true;
+}
+static_assert(head_dims_instantiated(), "a tuned row with a head_dim inst/ does not instantiate");
 #endif
 
 // The kernel (mma_kernel.cuh) indexes tokens with 32-bit ints and adds tile sizes to them:

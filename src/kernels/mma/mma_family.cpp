@@ -31,7 +31,8 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
                   " (fp16, bf16)");
   const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));
   const int variant =
-      mma_sm80::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, dev.sm_count);
+      mma_sm80::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, dev.sm_count,
+                              10 * dev.cc_major + dev.cc_minor);
   if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
   const mma_sm80::TileConfig& cfg = mma_sm80::kConfigs[variant];
   const long long smem = cfg.smem_bytes(static_cast<int>(elem));

@@ -1,0 +1,66 @@
+#include "tuned_table.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "spaces.hpp"
+
+namespace evosdpa::tune {
+
+bool parse_mma_family(const std::string& family, int& head_dim, bool& small_grid) {
+  for (const int d : {64, 128})
+    for (const bool small : {false, true})
+      if (family == mma_sm80_space(d, small).family) {
+        head_dim = d, small_grid = small;
+        return true;
+      }
+  return false;
+}
+
+Genome table_choice(const State& st, const Genome& table_row) {
+  const auto best = std::max_element(st.elites.begin(), st.elites.end(),
+                                     [](const Elite& a, const Elite& b) { return a.speedup < b.speedup; });
+  if (best == st.elites.end() || best->speedup < 1.0 + st.options.min_gain) return table_row;
+  return best->genome;
+}
+
+std::string tuned_file_name(const TunedDevice& d) {
+  return "sm" + std::to_string(d.cc) + "_" + std::to_string(d.sm_count) + ".inc";
+}
+
+std::string tuned_file_text(const TunedDevice& d, const std::vector<TunedEntry>& entries) {
+  std::vector<TunedEntry> rows = entries;
+  std::sort(rows.begin(), rows.end(), [](const TunedEntry& a, const TunedEntry& b) {
+    return a.head_dim != b.head_dim ? a.head_dim < b.head_dim : a.small_grid < b.small_grid;
+  });
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "// mma_sm80's tuned table for %s (compute capability %d.%d, %d SMs), written by\n",
+                d.name.c_str(), d.cc / 10, d.cc % 10, d.sm_count);
+  std::string out = buf;
+  out += "// evosdpa-tune --emit-table; each row: {cc, SMs, {head_dim, warps, m_tiles, block_n, min_blocks_per_sm,\n"
+         "// q_in_registers, small_grid}} (mma_config.hpp's TunedRow), from the search named above it.\n";
+  for (const TunedEntry& e : rows) {
+    const detail::mma_sm80::TileConfig c = mma_sm80_config(e.genome, e.head_dim, e.small_grid);
+    if (e.hand_row)
+      std::snprintf(buf, sizeof buf, "// %s: the hand-made row (best elite %.3fx, under the search's gain)\n",
+                    e.source.c_str(), e.best);
+    else
+      std::snprintf(buf, sizeof buf, "// %s: %.3fx against the hand-made row\n", e.source.c_str(), e.best);
+    out += buf;
+    std::snprintf(buf, sizeof buf, "{%d, %d, {%d, %d, %d, %d, %d, %s, %s}},\n", d.cc, d.sm_count, c.head_dim, c.warps,
+                  c.m_tiles, c.block_n, c.min_blocks_per_sm, c.q_in_registers ? "true" : "false",
+                  c.small_grid ? "true" : "false");
+    out += buf;
+  }
+  return out;
+}
+
+std::string with_index_line(const std::string& index_text, const std::string& file_name) {
+  const std::string line = "#include \"" + file_name + "\"\n";
+  if (index_text.find(line) != std::string::npos) return index_text;
+  std::string out = index_text;
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  return out + line;
+}
+
+}  // namespace evosdpa::tune

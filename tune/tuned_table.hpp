@@ -1,0 +1,41 @@
+// The tuned table evosdpa-tune writes for mma_sm80 (issue 10): from finished searches on one GPU model,
+// a source file of kTunedRows rows (src/kernels/mma/mma_config.hpp) that the build compiles in and that
+// selection uses on that model (compute capability and SM count) in place of the hand-made rows.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "genome.hpp"
+#include "search.hpp"
+
+namespace evosdpa::tune {
+
+// One search's contribution: its bucket (head_dim, default or small-grid variant) and chosen genome.
+struct TunedEntry {
+  std::string source;  // the state file it came from, named in the file's comment
+  int head_dim = 0;
+  bool small_grid = false;
+  Genome genome;
+  double best = 1.0;      // the search's fastest elite against the table's row
+  bool hand_row = true;   // the table's row held (no elite beat it by the search's gain)
+};
+
+// "mma_sm80/d64" or "mma_sm80/d128/small_grid" -> head_dim and variant; false for any other family.
+bool parse_mma_family(const std::string& family, int& head_dim, bool& small_grid);
+
+// The genome a search puts in its model's table: its fastest elite where that beat the table's row by
+// the search's own acceptance gain (options.min_gain; elites are timed against that row), else the row:
+// a tie within the noise keeps the hand-made choice.
+Genome table_choice(const State& st, const Genome& table_row);
+
+// The table's file name for a model: "sm90_132.inc" (compute capability 9.0, 132 SMs).
+std::string tuned_file_name(const TunedDevice& d);
+
+// The file: a comment naming the model and each row's search, then one kTunedRows initialiser per entry.
+std::string tuned_file_text(const TunedDevice& d, const std::vector<TunedEntry>& entries);
+
+// index.inc with an #include of `file_name` added unless it is there.
+std::string with_index_line(const std::string& index_text, const std::string& file_name);
+
+}  // namespace evosdpa::tune
