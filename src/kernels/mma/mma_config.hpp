@@ -45,13 +45,6 @@ constexpr bool same_row(const TileConfig& a, const TileConfig& b) {
          a.small_grid == b.small_grid;
 }
 
-// Chosen by measurement on an H100, fp16, B=4 L=4096 (docs/perf-log.md, v6): every row is the fastest
-// variant that compiles without spills. block_m is 128 for the default rows: 64 doubles K/V traffic from L2.
-// - 4 warps of 32 rows (2 m-tiles), 2 blocks/SM: each K/V fragment read by ldmatrix feeds two mmas,
-//   halving the shared-memory traffic that bounded 8 warps of 16 rows (D=128: 340 TFLOP/s against 312;
-//   D=64: 303 against 276). D=128 keeps Q in shared memory to fit 255 registers.
-// - small_grid rows: fewer query rows per block, so a problem of few (batch, head, 128-row) blocks, such
-//   as B=1 H=8 L=512, spreads over more SMs (15.6 -> 9.9 us for that shape, CUDA-graph replay).
 // A row evosdpa-tune chose for one GPU model, which selection uses on that model in place of the
 // hand-made row of the same bucket (head_dim, and default or small-grid variant): `evosdpa-tune
 // --emit-table` writes one file per model, tuned/sm<cc>_<SMs>.inc, and lists it in tuned/index.inc.
@@ -67,6 +60,13 @@ inline constexpr TileConfig kConfigs[] = {EVOSDPA_TUNE_CANDIDATE};
 inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
 inline constexpr TunedRow kTunedRows[] = {{0, 0, kConfigs[0]}};
 #else
+// Chosen by measurement on an H100, fp16, B=4 L=4096 (docs/perf-log.md, v6): every row is the fastest
+// variant that compiles without spills. block_m is 128 for the default rows: 64 doubles K/V traffic from L2.
+// - 4 warps of 32 rows (2 m-tiles), 2 blocks/SM: each K/V fragment read by ldmatrix feeds two mmas,
+//   halving the shared-memory traffic that bounded 8 warps of 16 rows (D=128: 340 TFLOP/s against 312;
+//   D=64: 303 against 276). D=128 keeps Q in shared memory to fit 255 registers.
+// - small_grid rows: fewer query rows per block, so a problem of few (batch, head, 128-row) blocks, such
+//   as B=1 H=8 L=512, spreads over more SMs (15.6 -> 9.9 us for that shape, CUDA-graph replay).
 inline constexpr TileConfig kHandRows[] = {
     {64, 4, 2, 64, 2, true, false},
     {128, 4, 2, 64, 2, false, false},
