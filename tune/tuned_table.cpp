@@ -20,8 +20,12 @@ bool parse_mma_family(const std::string& family, int& head_dim, bool& small_grid
 Genome table_choice(const State& st, const Genome& table_row) {
   const auto best = std::max_element(st.elites.begin(), st.elites.end(),
                                      [](const Elite& a, const Elite& b) { return a.speedup < b.speedup; });
-  if (best == st.elites.end() || best->speedup < 1.0 + st.options.min_gain) return table_row;
-  return best->genome;
+  if (best == st.elites.end()) return table_row;
+  // The row as measured in the search where it is still an elite, else the baseline it was timed against.
+  Elite row{table_row, 1.0, 0.0};
+  for (const Elite& e : st.elites)
+    if (e.genome == table_row) row = e;
+  return accepts(row, Fitness{true, best->speedup, best->rel_stderr, {}}, st.options) ? best->genome : table_row;
 }
 
 std::string tuned_file_name(const TunedDevice& d) {

@@ -24,9 +24,9 @@ struct TunedEntry {
 // "mma_sm80/d64" or "mma_sm80/d128/small_grid" -> head_dim and variant; false for any other family.
 bool parse_mma_family(const std::string& family, int& head_dim, bool& small_grid);
 
-// The genome a search puts in its model's table: its fastest elite where that beat the table's row by
-// the search's own acceptance gain (options.min_gain; elites are timed against that row), else the row:
-// a tie within the noise keeps the hand-made choice.
+// The genome a search puts in its model's table: its fastest elite where the search's own rule (accepts:
+// max(min_gain, noise_factor x the combined error)) says it beat the table's row, else the row: a tie
+// within the noise keeps the hand-made choice.
 Genome table_choice(const State& st, const Genome& table_row);
 
 // The table's file name for a model: "sm90_132.inc" (compute capability 9.0, 132 SMs).

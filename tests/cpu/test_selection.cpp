@@ -267,11 +267,10 @@ TEST(Selection, VariantChoiceDoesNotOverflow) {
 }
 
 // A tuned table's row replaces the hand-made one of its bucket on its GPU model only (compute
-// capability and SM count), and the small-grid choice follows the tuned default row's block_m.
+// capability and SM count).
 TEST(Selection, TunedRowsApplyToTheirGpuModelOnly) {
   using mma_sm80::TunedRow;
   const int big = mma_sm80::config_index(64, false), small = mma_sm80::config_index(64, true);
-  // A table naming the hand-made small-grid row as some model's default: resolves to that row's index.
   mma_sm80::TileConfig as_default = mma_sm80::kConfigs[small];
   as_default.small_grid = false;  // not a row of kConfigs: no index, so only rows the build has may be named
   const TunedRow tuned[] = {{0, 0, mma_sm80::kConfigs[big]},

@@ -2,6 +2,7 @@
 // the build compiles (its rows parse as mma_config.hpp's TunedRow and pass the family's rules).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "kernels/mma/mma_config.hpp"
@@ -38,6 +39,8 @@ TEST(TunedTable, ChoiceNeedsTheSearchGain) {
   EXPECT_EQ(table_choice(st, row), row);
   st.elites = {{row, 1.0, 0.001}, {other, 1.05, 0.001}};
   EXPECT_EQ(table_choice(st, row), other);
+  st.elites = {{row, 1.0, 0.02}, {other, 1.05, 0.02}};  // 5% inside twice the combined error (5.7%)
+  EXPECT_EQ(table_choice(st, row), row);
   st.elites.clear();
   EXPECT_EQ(table_choice(st, row), row);
 }
