@@ -152,20 +152,32 @@ int main(int argc, char** argv) {
   if (head_dim != 64 && head_dim != 128) return usage("--head-dim must be 64 or 128");
   const auto shapes = evosdpa::bench::named_grid(grid, EVOSDPA_DTYPE_FLOAT16);
   if (!shapes) return usage(("unknown grid " + grid).c_str());
-  Workload w;
+  std::vector<evosdpa::host::Shape> grid_shapes;
   for (const auto& b : *shapes) {
-    if (b.head_dim != head_dim) continue;
     evosdpa::host::Shape s;
     s.batch = b.batch, s.heads_q = s.heads_kv = b.heads, s.seqlen_q = b.seqlen_q, s.seqlen_k = b.seqlen_k;
     s.head_dim = b.head_dim, s.causal = b.causal;
-    w.shapes.push_back(s);
+    grid_shapes.push_back(s);
   }
   const GenomeSpace space = mma_sm80_space(head_dim, small_grid);
-  MmaEvaluator evaluate(head_dim, small_grid, w);
   std::ifstream saved;
   if (!state_path.empty()) saved.open(state_path);
   // --generations 0 on a saved state only rewrites the report (no GPU needed).
-  if (generations > 0 || !saved) {
+  const bool measure = generations > 0 || !saved;
+  Workload w;
+  if (measure) {
+    // Only the grid's shapes that this GPU's selection runs on the searched row: a small-grid shape
+    // timed on the default row once made a row of 64-row blocks look 1.21x better for the default bucket.
+    const TunedDevice dev = current_device();  // sm_count 0 without a GPU: prepare() below says so
+    w.shapes = shapes_of_bucket(grid_shapes, head_dim, small_grid, dev.cc, dev.sm_count);
+    if (w.shapes.empty() && dev.sm_count > 0) {
+      std::fprintf(stderr, "evosdpa-tune: no shape of the %s grid runs on mma_sm80's %s row for D=%d on %s (%d SMs)\n",
+                   grid.c_str(), small_grid ? "small-grid" : "default", head_dim, dev.name.c_str(), dev.sm_count);
+      return 3;  // nothing to search (scripts/tune.sh goes on to the next bucket)
+    }
+  }
+  MmaEvaluator evaluate(head_dim, small_grid, w);
+  if (measure) {
     if (const std::string why = evaluate.prepare(); !why.empty()) {
       std::fprintf(stderr, "evosdpa-tune: %s\n", why.c_str());
       return 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/mma/mma_config.hpp"
 #include "spaces.hpp"
 
 namespace evosdpa::tune {
@@ -65,6 +66,18 @@ std::string with_index_line(const std::string& index_text, const std::string& fi
   std::string out = index_text;
   if (!out.empty() && out.back() != '\n') out += '\n';
   return out + line;
+}
+
+std::vector<host::Shape> shapes_of_bucket(const std::vector<host::Shape>& shapes, int head_dim, bool small_grid, int cc,
+                                          int sm_count) {
+  namespace mma = detail::mma_sm80;
+  std::vector<host::Shape> out;
+  for (const host::Shape& s : shapes) {
+    if (s.head_dim != head_dim) continue;
+    const int row = mma::choose_config(head_dim, s.batch * s.heads_q, s.seqlen_q, sm_count, cc);
+    if (row >= 0 && mma::kConfigs[row].small_grid == small_grid) out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace evosdpa::tune

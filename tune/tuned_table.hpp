@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "genome.hpp"
+#include "host/host_tensor.hpp"
 #include "search.hpp"
 
 namespace evosdpa::tune {
@@ -37,5 +38,11 @@ std::string tuned_file_text(const TunedDevice& d, const std::vector<TunedEntry>&
 
 // index.inc with an #include of `file_name` added unless it is there.
 std::string with_index_line(const std::string& index_text, const std::string& file_name);
+
+// The shapes of `shapes` that mma_sm80's selection runs on the bucket (head_dim, small_grid) on a GPU of
+// compute capability cc (major * 10 + minor) with sm_count SMs: a search measures its row on these only,
+// so that its fitness is what the table's row would change.
+std::vector<host::Shape> shapes_of_bucket(const std::vector<host::Shape>& shapes, int head_dim, bool small_grid, int cc,
+                                          int sm_count);
 
 }  // namespace evosdpa::tune

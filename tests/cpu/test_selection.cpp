@@ -229,9 +229,11 @@ TEST(Selection, SmallGridsTakeTheSmallGridVariant) {
   for (int64_t d : {64, 128}) {
     auto dev = device(9, 0);
     dev.sm_count = 132;
-    const int big = mma_sm80::config_index(static_cast<int>(d), false);
-    const int small = mma_sm80::config_index(static_cast<int>(d), true);
+    // This model's rows (its tuned table's where it has them: sm90_132.inc has a small-grid row at D=64).
+    const int big = mma_sm80::bucket_row(mma_sm80::kTunedRows, static_cast<int>(d), false, 90, 132);
+    const int small = mma_sm80::bucket_row(mma_sm80::kTunedRows, static_cast<int>(d), true, 90, 132);
     ASSERT_GE(small, 0);
+    EXPECT_TRUE(mma_sm80::kConfigs[small].small_grid);
     EXPECT_LT(mma_sm80::kConfigs[small].block_m(), mma_sm80::kConfigs[big].block_m());
     // B=1 H=8 L=512: 32 blocks of 128 rows on 132 SMs.
     auto s = select_any_arch(valid_params(1, 8, 512, 512, d), dev, "mma_sm80");

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "kernels/mma/mma_config.hpp"
 #include "search.hpp"
@@ -14,6 +15,33 @@ using namespace evosdpa::tune;
 namespace mma = evosdpa::detail::mma_sm80;
 
 namespace {
+
+// A search times its row only on the shapes that selection runs on that row's bucket on the GPU it
+// measures: the acceptance grid's D=64 shapes on an H100 split into the default row's (2,8,2048) and the
+// small-grid row's (1,8,512); on a GPU of 16 SMs every one fills the SMs with the default row.
+TEST(TunedTable, SearchMeasuresTheShapesOfItsBucket) {
+  std::vector<evosdpa::host::Shape> grid;
+  for (const int64_t l : {512, 2048})
+    for (const auto c : {EVOSDPA_CAUSAL_NONE, EVOSDPA_CAUSAL_TOP_LEFT}) {
+      evosdpa::host::Shape s;
+      s.batch = l / 512 == 1 ? 1 : 2, s.heads_q = s.heads_kv = 8, s.seqlen_q = s.seqlen_k = l, s.head_dim = 64;
+      s.causal = c;
+      grid.push_back(s);
+    }
+  evosdpa::host::Shape d128 = grid.back();
+  d128.head_dim = 128;
+  grid.push_back(d128);
+  const auto seqlens = [](const std::vector<evosdpa::host::Shape>& v) {
+    std::vector<int64_t> out;
+    for (const auto& s : v) out.push_back(s.seqlen_q);
+    return out;
+  };
+  EXPECT_EQ(seqlens(shapes_of_bucket(grid, 64, false, 90, 132)), (std::vector<int64_t>{2048, 2048}));
+  EXPECT_EQ(seqlens(shapes_of_bucket(grid, 64, true, 90, 132)), (std::vector<int64_t>{512, 512}));
+  EXPECT_EQ(seqlens(shapes_of_bucket(grid, 64, false, 90, 16)), (std::vector<int64_t>{512, 512, 2048, 2048}));
+  EXPECT_TRUE(shapes_of_bucket(grid, 64, true, 90, 16).empty());
+  EXPECT_EQ(seqlens(shapes_of_bucket(grid, 128, false, 90, 132)), (std::vector<int64_t>{2048}));
+}
 
 TEST(TunedTable, FamiliesParse) {
   int d = 0;
