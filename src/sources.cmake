@@ -38,6 +38,8 @@ set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/inst/wgmma_fp16_d128_splitkeys.cu
   src/kernels/wgmma/inst/wgmma_bf16_d64_splitkeys.cu
   src/kernels/wgmma/inst/wgmma_bf16_d128_splitkeys.cu
+  src/kernels/wgmma/inst/wgmma_fp16_tuned.cu
+  src/kernels/wgmma/inst/wgmma_bf16_tuned.cu
   src/kernels/wgmma/inst/wgmma_fp8_d128.cu
   src/kernels/wgmma/inst/wgmma_fp8_d64.cu
 )

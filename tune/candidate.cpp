@@ -17,6 +17,15 @@ namespace evosdpa::tune {
 
 namespace {
 
+std::string row_initializer(const detail::wgmma_sm90::TileConfig& c) {
+  std::ostringstream s;
+  s.precision(17);
+  s << "{" << c.head_dim << "," << c.block_n << "," << c.stages << "," << c.consumers << "," << c.producer_regs << ","
+    << c.consumer_regs << "," << c.row_speed << "," << c.causal_row_speed << "," << (c.split_keys ? "true" : "false")
+    << "," << (c.fp8 ? "true" : "false") << "}";
+  return s.str();
+}
+
 std::string row_initializer(const detail::mma_sm80::TileConfig& c) {
   std::ostringstream s;
   s << "{" << c.head_dim << "," << c.warps << "," << c.m_tiles << "," << c.block_n << "," << c.min_blocks_per_sm
@@ -49,12 +58,13 @@ std::string CompiledCandidate::gate() const {
   return {};
 }
 
-CompiledCandidate compile_mma_sm80(const detail::mma_sm80::TileConfig& row, evosdpa_dtype_t dtype,
-                                   const std::string& arch, const SourceTree& tree) {
+namespace {
+
+// One kernel of the library's sources, `header` included, under EVOSDPA_TUNE_CANDIDATE=`row`.
+CompiledCandidate compile_kernel(const std::string& header, const std::string& name, const std::string& row,
+                                 const std::string& arch, const SourceTree& tree) {
   CompiledCandidate out;
-  const std::string type = dtype == EVOSDPA_DTYPE_BFLOAT16 ? "__nv_bfloat16" : "__half";
-  const std::string name = "&evosdpa::detail::mma_sm80::attention_kernel<" + type + ", 0>";
-  const std::string source = "#include \"kernels/mma/mma_kernel.cuh\"\n";
+  const std::string source = "#include \"" + header + "\"\n";
   std::unique_ptr<nvrtcProgram, ProgramDeleter> prog(new nvrtcProgram{});
   if (nvrtcCreateProgram(prog.get(), source.c_str(), "evosdpa_tune_candidate.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) {
     out.error = "nvrtcCreateProgram failed";
@@ -64,7 +74,7 @@ CompiledCandidate compile_mma_sm80(const detail::mma_sm80::TileConfig& row, evos
   const std::vector<std::string> options = {
       "-std=c++17",         "--gpu-architecture=" + arch,     "-I" + tree.src,     "-I" + tree.include,
       "-I" + tree.cuda_include + "/cccl", "-I" + tree.cuda_include, "-Xptxas", "-v",
-      "-DEVOSDPA_TUNE_CANDIDATE=" + row_initializer(row), "-default-device"};
+      "-DEVOSDPA_TUNE_CANDIDATE=" + row, "-default-device"};
   std::vector<const char*> argv;
   for (const std::string& o : options) argv.push_back(o.c_str());
   const nvrtcResult compiled = nvrtcCompileProgram(*prog, static_cast<int>(argv.size()), argv.data());
@@ -90,6 +100,25 @@ CompiledCandidate compile_mma_sm80(const detail::mma_sm80::TileConfig& row, evos
   out.ok = !out.kernel.empty() && !out.cubin.empty() && out.resources.function == out.kernel;
   if (!out.ok) out.error = "no ptxas report for " + out.kernel + " in NVRTC's log:\n" + log;
   return out;
+}
+
+}  // namespace
+
+CompiledCandidate compile_mma_sm80(const detail::mma_sm80::TileConfig& row, evosdpa_dtype_t dtype,
+                                   const std::string& arch, const SourceTree& tree) {
+  const std::string type = dtype == EVOSDPA_DTYPE_BFLOAT16 ? "__nv_bfloat16" : "__half";
+  return compile_kernel("kernels/mma/mma_kernel.cuh", "&evosdpa::detail::mma_sm80::attention_kernel<" + type + ", 0>",
+                        row_initializer(row), arch, tree);
+}
+
+CompiledCandidate compile_wgmma_sm90(const detail::wgmma_sm90::TileConfig& row, evosdpa_dtype_t dtype,
+                                     const SourceTree& tree) {
+  const std::string type = dtype == EVOSDPA_DTYPE_BFLOAT16 ? "__nv_bfloat16" : "__half";
+  const std::string ns = "evosdpa::detail::wgmma_sm90::";
+  return compile_kernel("kernels/wgmma/wgmma_kernel.cuh",
+                        "&" + ns + "attention_kernel<" + type + ", 0, " + ns + "PersistentSchedule<0>, " + ns +
+                            "StoreEpilogue<" + type + ", 0>>",
+                        row_initializer(row), "sm_90a", tree);
 }
 
 }  // namespace evosdpa::tune

@@ -1,5 +1,6 @@
 // A candidate of evosdpa-tune compiled at run time: NVRTC builds the library's own kernel source with the
-// candidate's tile row in place of the family's table (EVOSDPA_TUNE_CANDIDATE, see mma_config.hpp), so
+// candidate's tile row in place of the family's table (EVOSDPA_TUNE_CANDIDATE, see mma_config.hpp and
+// wgmma_config.hpp), so
 // the search is not limited to the instantiations in the binary and there is no second copy of the
 // kernel. The ptxas report (registers, spills, stack) says whether the candidate may be timed at all.
 #pragma once
@@ -10,6 +11,7 @@
 #include "evosdpa/evosdpa.h"
 #include "host/ptxas_report.hpp"
 #include "kernels/mma/mma_config.hpp"
+#include "kernels/wgmma/wgmma_config.hpp"
 
 namespace evosdpa::tune {
 
@@ -35,5 +37,10 @@ struct SourceTree {
 // mma_sm80's kernel for `row` (fp16 or bf16) compiled for `arch` ("sm_80", "sm_90", ...).
 CompiledCandidate compile_mma_sm80(const detail::mma_sm80::TileConfig& row, evosdpa_dtype_t dtype,
                                    const std::string& arch, const SourceTree& tree = SourceTree::of_build());
+
+// wgmma_sm90's persistent-grid kernel for `row` (fp16 or bf16), for sm_90a (the family's only target),
+// with `row` as the whole table (wgmma_config.hpp), so its split_keys flag picks the split_keys kernel.
+CompiledCandidate compile_wgmma_sm90(const detail::wgmma_sm90::TileConfig& row, evosdpa_dtype_t dtype,
+                                     const SourceTree& tree = SourceTree::of_build());
 
 }  // namespace evosdpa::tune

@@ -43,9 +43,7 @@ std::string CandidateRunner::load(const CompiledCandidate& c, int threads, int s
   return {};
 }
 
-cudaError_t CandidateRunner::launch(const detail::KernelParams& p, long long blocks, cudaStream_t stream) const {
-  detail::KernelParams arg = p;
-  void* args[] = {&arg};
+cudaError_t CandidateRunner::launch(void** args, long long blocks, cudaStream_t stream) const {
   const CUresult r = driver().launch(function_, static_cast<unsigned>(blocks), 1, 1, static_cast<unsigned>(threads_), 1,
                                      1, static_cast<unsigned>(smem_), reinterpret_cast<CUstream>(stream), args, nullptr);
   return r == CUDA_SUCCESS ? cudaGetLastError() : cudaErrorLaunchFailure;

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "candidate.hpp"
-#include "kernels/kernel_params.hpp"
 
 namespace evosdpa::tune {
 
@@ -20,8 +19,8 @@ class CandidateRunner {
   // Loads the candidate's cubin on the current device for launches of `threads` threads and `smem` bytes
   // of dynamic shared memory per block; "" or why not.
   std::string load(const CompiledCandidate& c, int threads, int smem);
-  // One launch over `blocks` blocks with the kernel's single KernelParams argument.
-  cudaError_t launch(const detail::KernelParams& p, long long blocks, cudaStream_t stream) const;
+  // One launch over `blocks` blocks with the kernel's arguments (cuLaunchKernel's array of pointers).
+  cudaError_t launch(void** args, long long blocks, cudaStream_t stream) const;
   ~CandidateRunner();
 
  private:

@@ -44,12 +44,15 @@ std::vector<Genome> mma_sm80_table(int head_dim, bool small_grid) {
   return out;
 }
 
-GenomeSpace wgmma_sm90_space(int head_dim, bool split_keys) {
+GenomeSpace wgmma_sm90_space(int head_dim, bool split_keys, int consumers) {
   GenomeSpace s;
-  s.family = "wgmma_sm90/d" + std::to_string(head_dim) + (split_keys ? "/split_keys" : "");
+  s.family = "wgmma_sm90/d" + std::to_string(head_dim) + "/c" + std::to_string(consumers) +
+             (split_keys ? "/split_keys" : "");
+  // consumers names the bucket (selection weighs rows of each count by their measured row speeds), so it
+  // has one legal value here and mutation leaves it.
   s.levers = {{"block_n", {64, 96, 128, 160, 176, 192, 224, 256}},
               {"stages", {2, 3, 4}},
-              {"consumers", {2, 3}},
+              {"consumers", {consumers}},
               {"producer_regs", {24, 32, 40}}};
   s.invalid_reason = [head_dim, split_keys](const Genome& g) -> std::string {
     if (!wg::valid(wgmma_sm90_config(g, head_dim, split_keys)))
@@ -68,12 +71,29 @@ wg::TileConfig wgmma_sm90_config(const Genome& g, int head_dim, bool split_keys)
   return c;
 }
 
-std::vector<Genome> wgmma_sm90_table(int head_dim, bool split_keys) {
+Genome wgmma_sm90_genome(const wg::TileConfig& c) { return {c.block_n, c.stages, c.consumers, c.producer_regs}; }
+
+std::vector<Genome> wgmma_sm90_table(int head_dim, bool split_keys, int consumers) {
   std::vector<Genome> out;
-  for (const wg::TileConfig& c : wg::kConfigs)
-    if (c.head_dim == head_dim && c.split_keys == split_keys && !c.fp8)  // FP8 rows: not in this space yet
-      out.push_back({c.block_n, c.stages, c.consumers, c.producer_regs});
+  for (const wg::TileConfig& c : wg::kHandRows)  // the hand-made rows, not a tuned table's
+    if (c.head_dim == head_dim && c.split_keys == split_keys && c.consumers == consumers && !c.fp8)
+      out.push_back(wgmma_sm90_genome(c));  // FP8 rows: not in this space yet
   return out;
+}
+
+int wgmma_sm90_hand_row(int head_dim, bool split_keys, int consumers) {
+  for (int i = 0; i < wg::kHandCount; ++i) {
+    const wg::TileConfig& c = wg::kHandRows[i];
+    if (c.head_dim == head_dim && c.split_keys == split_keys && c.consumers == consumers && !c.fp8) return i;
+  }
+  return -1;
+}
+
+wg::TileConfig wgmma_sm90_row(const Genome& g, int head_dim, bool split_keys) {
+  wg::TileConfig c = wgmma_sm90_config(g, head_dim, split_keys);
+  const int hand = wgmma_sm90_hand_row(head_dim, split_keys, c.consumers);
+  if (hand >= 0) c.row_speed = wg::kHandRows[hand].row_speed, c.causal_row_speed = wg::kHandRows[hand].causal_row_speed;
+  return c;
 }
 
 }  // namespace evosdpa::tune

@@ -18,11 +18,16 @@ detail::mma_sm80::TileConfig mma_sm80_config(const Genome& g, int head_dim, bool
 Genome mma_sm80_genome(const detail::mma_sm80::TileConfig& c);
 std::vector<Genome> mma_sm80_table(int head_dim, bool small_grid);
 
-// wgmma_sm90 for one head dim and split: block_n, stages, consumers, producer_regs; each consumer takes
-// the registers the producer leaves of the CTA's launch allocation (rounded down to setmaxnreg's multiple
-// of 8); valid().
-GenomeSpace wgmma_sm90_space(int head_dim, bool split_keys);
+// wgmma_sm90 for one bucket of its table (head dim, split_keys, consumer count): block_n, stages,
+// consumers (the bucket's, fixed), producer_regs; each consumer takes the registers the producer leaves of
+// the CTA's launch allocation (rounded down to setmaxnreg's multiple of 8); valid().
+GenomeSpace wgmma_sm90_space(int head_dim, bool split_keys, int consumers);
 detail::wgmma_sm90::TileConfig wgmma_sm90_config(const Genome& g, int head_dim, bool split_keys);
-std::vector<Genome> wgmma_sm90_table(int head_dim, bool split_keys);
+Genome wgmma_sm90_genome(const detail::wgmma_sm90::TileConfig& c);
+std::vector<Genome> wgmma_sm90_table(int head_dim, bool split_keys, int consumers);
+// The bucket's hand-made row (index in kHandRows), -1 if none; the row a genome makes with the bucket's
+// measured row speeds (what a tuned table holds, so that selection weighs it as the row it replaces).
+int wgmma_sm90_hand_row(int head_dim, bool split_keys, int consumers);
+detail::wgmma_sm90::TileConfig wgmma_sm90_row(const Genome& g, int head_dim, bool split_keys);
 
 }  // namespace evosdpa::tune

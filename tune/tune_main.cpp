@@ -1,11 +1,15 @@
-// evosdpa-tune (issue 10): the elite search over mma_sm80's levers on this GPU, resumable between calls.
-//   evosdpa-tune --head-dim 64|128 [--small-grid] [--grid fa3|acceptance] [--state FILE] [--seed N]
-//                [--generations N] [--seconds S] [--report FILE.md]
+// evosdpa-tune (issue 10): the elite search over a kernel family's levers on this GPU, resumable between
+// calls: mma_sm80 (bucket: head dim, default or --small-grid variant) or wgmma_sm90 (bucket: head dim,
+// --consumers, --split-keys; consumers default to the first hand-made row's of the head dim and split).
+//   evosdpa-tune [--family mma_sm80|wgmma_sm90] --head-dim 64|128 [--small-grid] [--split-keys]
+//                [--consumers N] [--grid fa3|acceptance] [--state FILE] [--seed N] [--generations N]
+//                [--seconds S] [--report FILE.md]
 // (--generations 0 with an existing --state rewrites the report from it without a GPU)
 //   evosdpa-tune --emit-table DIR STATE.json...
 // writes DIR/sm<cc>_<SMs>.inc, the tuned table of the model the searches ran on (each search's best elite
 // where it beat the hand-made row by the search's gain, else that row), and lists it in DIR/index.inc:
-// DIR is src/kernels/mma/tuned for the build to compile it in.
+// DIR is src/kernels/mma/tuned (or src/kernels/wgmma/tuned, for states of wgmma_sm90 searches) for the
+// build to compile it in.
 // With --state, an existing file is resumed (same family) and the state is saved after every generation,
 // so a run cut off by a time limit loses at most one generation.
 #include <algorithm>
@@ -14,11 +18,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "bench_options.hpp"
 #include "evaluate_mma.hpp"
+#include "evaluate_wgmma.hpp"
 #include "search_json.hpp"
 #include "spaces.hpp"
 #include "tuned_table.hpp"
@@ -29,7 +35,8 @@ namespace {
 
 int usage(const char* why) {
   std::fprintf(stderr,
-               "%s%susage: evosdpa-tune --head-dim 64|128 [--small-grid] [--grid fa3|acceptance] [--state FILE]\n"
+               "%s%susage: evosdpa-tune [--family mma_sm80|wgmma_sm90] --head-dim 64|128 [--small-grid]\n"
+               "                     [--split-keys] [--consumers N] [--grid fa3|acceptance] [--state FILE]\n"
                "                     [--seed N] [--generations N] [--seconds S] [--report FILE.md]\n"
                "       evosdpa-tune --emit-table DIR STATE.json...\n",
                why, *why ? "\n" : "");
@@ -92,14 +99,20 @@ std::string read_file(const std::string& path) {
 // --emit-table: one table per model from the states' chosen rows (a bucket searched twice keeps the last).
 int emit_table(const std::string& dir, const std::vector<std::string>& states) {
   std::vector<std::pair<TunedDevice, std::vector<TunedEntry>>> models;
+  int wgmma = -1;  // the states' family: 1 wgmma_sm90, 0 mma_sm80 (one family per table)
   for (const std::string& path : states) {
     std::ifstream in(path);
     if (!in) return usage(("cannot read " + path).c_str());
     const State st = state_from_json(nlohmann::json::parse(in));
     TunedEntry e;
-    if (!parse_mma_family(st.family, e.head_dim, e.small_grid)) return usage((path + ": not an mma_sm80 search").c_str());
+    const bool is_mma = parse_mma_family(st.family, e.head_dim, e.small_grid);
+    const bool is_wgmma = !is_mma && parse_wgmma_family(st.family, e.head_dim, e.split_keys, e.consumers);
+    if (!is_mma && !is_wgmma) return usage((path + ": not a search of a known family").c_str());
+    if (wgmma >= 0 && wgmma != (is_wgmma ? 1 : 0)) return usage("the states are of two families (one table each)");
+    wgmma = is_wgmma ? 1 : 0;
     if (st.device.cc == 0 || st.device.sm_count == 0) return usage((path + ": no device recorded").c_str());
-    const Genome row = mma_sm80_table(e.head_dim, e.small_grid).front();
+    const Genome row = is_wgmma ? wgmma_sm90_table(e.head_dim, e.split_keys, e.consumers).front()
+                                : mma_sm80_table(e.head_dim, e.small_grid).front();
     e.source = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
     e.genome = table_choice(st, row);
     e.hand_row = e.genome == row;
@@ -110,14 +123,16 @@ int emit_table(const std::string& dir, const std::vector<std::string>& states) {
     });
     if (m == models.end()) m = models.insert(models.end(), {st.device, {}});
     auto same = std::find_if(m->second.begin(), m->second.end(), [&](const TunedEntry& x) {
-      return x.head_dim == e.head_dim && x.small_grid == e.small_grid;
+      return x.head_dim == e.head_dim && x.small_grid == e.small_grid && x.split_keys == e.split_keys &&
+             x.consumers == e.consumers;
     });
     if (same != m->second.end()) *same = e;
     else m->second.push_back(e);
   }
   for (const auto& [device, entries] : models) {
     const std::string name = tuned_file_name(device);
-    std::ofstream(dir + "/" + name) << tuned_file_text(device, entries);
+    std::ofstream(dir + "/" + name) << (wgmma == 1 ? wgmma_tuned_file_text(device, entries)
+                                                   : tuned_file_text(device, entries));
     const std::string index = with_index_line(read_file(dir + "/index.inc"), name);
     std::ofstream(dir + "/index.inc") << index;
     std::printf("%s/%s: %zu rows for %s\n", dir.c_str(), name.c_str(), entries.size(), device.name.c_str());
@@ -130,8 +145,9 @@ int emit_table(const std::string& dir, const std::vector<std::string>& states) {
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "--emit-table")
     return emit_table(argv[2], std::vector<std::string>(argv + 3, argv + argc));
-  int head_dim = 0, generations = 1000;
-  bool small_grid = false;
+  int head_dim = 0, generations = 1000, consumers = 0;
+  bool small_grid = false, split_keys = false;
+  std::string family = "mma_sm80";
   double seconds = 1e9;
   std::string grid = "fa3", state_path, report_path;
   Options options;
@@ -140,6 +156,9 @@ int main(int argc, char** argv) {
     const auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = nullptr;
     if (a == "--small-grid") small_grid = true;
+    else if (a == "--split-keys") split_keys = true;
+    else if (a == "--family" && (v = next())) family = v;
+    else if (a == "--consumers" && (v = next())) consumers = std::atoi(v);
     else if (a == "--head-dim" && (v = next())) head_dim = std::atoi(v);
     else if (a == "--grid" && (v = next())) grid = v;
     else if (a == "--state" && (v = next())) state_path = v;
@@ -150,6 +169,15 @@ int main(int argc, char** argv) {
     else return usage(("unknown or incomplete option " + a).c_str());
   }
   if (head_dim != 64 && head_dim != 128) return usage("--head-dim must be 64 or 128");
+  const bool wgmma = family == "wgmma_sm90";
+  if (!wgmma && family != "mma_sm80") return usage(("unknown family " + family).c_str());
+  if (wgmma && small_grid) return usage("--small-grid is mma_sm80's (wgmma_sm90: --split-keys)");
+  if (!wgmma && (split_keys || consumers != 0)) return usage("--split-keys and --consumers are wgmma_sm90's");
+  if (wgmma && consumers == 0)  // the first hand-made row's of the head dim and split
+    for (const auto& c : evosdpa::detail::wgmma_sm90::kHandRows)
+      if (consumers == 0 && !c.fp8 && c.head_dim == head_dim && c.split_keys == split_keys) consumers = c.consumers;
+  if (wgmma && wgmma_sm90_hand_row(head_dim, split_keys, consumers) < 0)
+    return usage("wgmma_sm90 has no row of this head dim, consumer count and split");
   const auto shapes = evosdpa::bench::named_grid(grid, EVOSDPA_DTYPE_FLOAT16);
   if (!shapes) return usage(("unknown grid " + grid).c_str());
   std::vector<evosdpa::host::Shape> grid_shapes;
@@ -159,7 +187,10 @@ int main(int argc, char** argv) {
     s.head_dim = b.head_dim, s.causal = b.causal;
     grid_shapes.push_back(s);
   }
-  const GenomeSpace space = mma_sm80_space(head_dim, small_grid);
+  const GenomeSpace space =
+      wgmma ? wgmma_sm90_space(head_dim, split_keys, consumers) : mma_sm80_space(head_dim, small_grid);
+  const std::vector<Genome> table =
+      wgmma ? wgmma_sm90_table(head_dim, split_keys, consumers) : mma_sm80_table(head_dim, small_grid);
   std::ifstream saved;
   if (!state_path.empty()) saved.open(state_path);
   // --generations 0 on a saved state only rewrites the report (no GPU needed).
@@ -169,14 +200,18 @@ int main(int argc, char** argv) {
     // Only the grid's shapes that this GPU's selection runs on the searched row: a small-grid shape
     // timed on the default row once made a row of 64-row blocks look 1.21x better for the default bucket.
     const TunedDevice dev = current_device();  // sm_count 0 without a GPU: prepare() below says so
-    w.shapes = shapes_of_bucket(grid_shapes, head_dim, small_grid, dev.cc, dev.sm_count);
+    w.shapes = wgmma ? wgmma_shapes_of_bucket(grid_shapes, head_dim, split_keys, consumers, dev.cc, dev.sm_count)
+                     : shapes_of_bucket(grid_shapes, head_dim, small_grid, dev.cc, dev.sm_count);
     if (w.shapes.empty() && dev.sm_count > 0) {
-      std::fprintf(stderr, "evosdpa-tune: no shape of the %s grid runs on mma_sm80's %s row for D=%d on %s (%d SMs)\n",
-                   grid.c_str(), small_grid ? "small-grid" : "default", head_dim, dev.name.c_str(), dev.sm_count);
+      std::fprintf(stderr, "evosdpa-tune: no shape of the %s grid runs on %s's row for it on %s (%d SMs)\n",
+                   grid.c_str(), space.family.c_str(), dev.name.c_str(), dev.sm_count);
       return 3;  // nothing to search (scripts/tune.sh goes on to the next bucket)
     }
   }
-  MmaEvaluator evaluate(head_dim, small_grid, w);
+  std::unique_ptr<Evaluator> evaluator;
+  if (wgmma) evaluator = std::make_unique<WgmmaEvaluator>(head_dim, split_keys, consumers, w);
+  else evaluator = std::make_unique<MmaEvaluator>(head_dim, small_grid, w);
+  Evaluator& evaluate = *evaluator;
   if (measure) {
     if (const std::string why = evaluate.prepare(); !why.empty()) {
       std::fprintf(stderr, "evosdpa-tune: %s\n", why.c_str());
@@ -196,7 +231,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   } else {
-    st = start(space, mma_sm80_table(head_dim, small_grid), options, fitness);
+    st = start(space, table, options, fitness);
   }
   // The model the search measures on; a state is resumed on that model only.
   if (generations > 0) {

@@ -11,6 +11,7 @@
 
 using namespace evosdpa::tune;
 namespace mma = evosdpa::detail::mma_sm80;
+namespace wg = evosdpa::detail::wgmma_sm90;
 
 namespace {
 
@@ -40,6 +41,34 @@ TEST(TuneCandidate, NvrtcBuildsTheTableRowsAsTheBuildDid) {
       ++compared;
     }
   EXPECT_EQ(compared, 2 * mma::kConfigCount);
+}
+
+// The same for wgmma_sm90's 16-bit rows (fp16; bf16 compiles the same code): the candidate is row 0 of
+// its own one-row table, so its name is the build's with every template row index 0.
+TEST(TuneCandidate, NvrtcBuildsTheWgmmaRowsAsTheBuildDid) {
+  const auto built = evosdpa::host::load_ptxas_logs(EVOSDPA_PTXAS_LOG_DIR);
+  int compared = 0;
+  for (int row = 0; row < wg::kConfigCount; ++row) {
+    if (wg::kConfigs[row].fp8) continue;
+    const CompiledCandidate c = compile_wgmma_sm90(wg::kConfigs[row], EVOSDPA_DTYPE_FLOAT16);
+    ASSERT_TRUE(c.ok) << c.error;
+    std::string name = c.kernel;
+    for (size_t at = name.find("Li0E"); at != std::string::npos; at = name.find("Li0E", at + 1))
+      name.replace(at, 4, "Li" + std::to_string(row) + "E");
+    const evosdpa::host::KernelResources* ref = nullptr;
+    for (const auto& k : built)
+      if (k.function == name) ref = &k;
+    ASSERT_NE(ref, nullptr) << "no ptxas log of " << name;
+    EXPECT_EQ(ref->arch, "sm_90a");
+    EXPECT_EQ(c.gate(), "");
+    EXPECT_EQ(c.resources.registers, ref->registers) << "row " << row;
+    EXPECT_EQ(c.resources.spill_store_bytes, ref->spill_store_bytes);
+    EXPECT_EQ(c.resources.stack_bytes, ref->stack_bytes);
+    EXPECT_EQ(c.resources.static_smem_bytes, ref->static_smem_bytes);
+    EXPECT_GT(c.cubin.size(), 1000u);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 5);  // 64 (three and two consumers), 128, and the split_keys rows of both
 }
 
 TEST(TuneCandidate, TheGateRefusesARowThatSpills) {

@@ -33,10 +33,11 @@ TEST(TuneSpaces, MmaTableRowsAreValidGenomesAndRoundTrip) {
 }
 
 TEST(TuneSpaces, WgmmaTableRowsAreValidGenomesAndRoundTrip) {
-  for (const wg::TileConfig& c : wg::kConfigs) {
+  for (const wg::TileConfig& c : wg::kHandRows) {
     if (c.fp8) continue;  // the space covers the 16-bit rows
-    const GenomeSpace s = wgmma_sm90_space(c.head_dim, c.split_keys);
-    const std::vector<Genome> table = wgmma_sm90_table(c.head_dim, c.split_keys);
+    const GenomeSpace s = wgmma_sm90_space(c.head_dim, c.split_keys, c.consumers);
+    const std::vector<Genome> table = wgmma_sm90_table(c.head_dim, c.split_keys, c.consumers);
+    EXPECT_EQ(table.size(), 1u) << s.family;  // one hand-made row per bucket
     bool found = false;
     for (const Genome& g : table) {
       EXPECT_EQ(s.check(g), "") << s.family << " " << s.describe(g);
@@ -60,8 +61,9 @@ TEST(TuneSpaces, RulesRefuseWhatCannotBeBuilt) {
   EXPECT_NE(m.check({2, 1, 32, 2, 1}), "");
   EXPECT_EQ(mma_sm80_space(64, false).check({2, 2, 64, 2, 0}), "");  // D=64: 8 columns, rows 8 apart
   // D=128, 256-key tiles in 4 stages: over sm_90's 227 KiB.
-  const GenomeSpace w = wgmma_sm90_space(128, false);
+  const GenomeSpace w = wgmma_sm90_space(128, false, 2);
   EXPECT_NE(w.check({256, 4, 2, 24}), "");
+  EXPECT_NE(w.check({128, 2, 3, 24}), "");  // another bucket's consumer count
 }
 
 TEST(TuneSpaces, WgmmaConsumersClaimNoMoreThanTheCtaWasLaunchedWith) {
@@ -95,12 +97,13 @@ TEST(TuneSpaces, MutationStaysInsideTheFamiliesStaticChecks) {
       ASSERT_LE(c.smem_bytes(), 99 * 1024) << m.describe(g);
     }
     EXPECT_GT(seen.size(), 5u);
-    const GenomeSpace w = wgmma_sm90_space(d, false);
-    const Genome wp = wgmma_sm90_table(d, false).front();
+    const GenomeSpace w = wgmma_sm90_space(d, false, 2);
+    const Genome wp = wgmma_sm90_table(d, false, 2).front();
     for (int i = 0; i < 100; ++i) {
       const Genome g = mutate(wp, w, 2, rng, [](const Genome&) { return false; }, 500);
       if (g.empty()) break;
       ASSERT_TRUE(wg::valid(wgmma_sm90_config(g, d, false))) << w.describe(g);
+      ASSERT_EQ(g[2], 2) << w.describe(g);  // the bucket's consumers
     }
   }
 }

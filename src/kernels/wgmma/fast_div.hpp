@@ -7,7 +7,7 @@
 // Plain C++ (host and device): the CPU tests check it against `/` and `%`.
 #pragma once
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 #if defined(__CUDACC__)
 #define EVOSDPA_HOST_DEVICE __host__ __device__

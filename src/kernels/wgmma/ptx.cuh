@@ -4,9 +4,9 @@
 // Field values and the hardware check behind them: docs/hopper-notes.md.
 #pragma once
 
-#include <cuda.h>
+#include "kernels/wgmma/cu_tensor_map.hpp"
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 namespace evosdpa::detail::wgmma_sm90 {
 

@@ -4,6 +4,12 @@
 
 #include "evosdpa/evosdpa.h"
 
+#if defined(__CUDACC__)
+#define EVOSDPA_WGMMA_HOST_DEVICE __host__ __device__
+#else
+#define EVOSDPA_WGMMA_HOST_DEVICE
+#endif
+
 namespace evosdpa::detail::wgmma_sm90 {
 
 struct TileConfig {
@@ -102,8 +108,32 @@ struct Choice {
 //    the same register split. (1,8,512,64) under graph replay 9.9 us (mma_sm80, the choice before) ->
 //    8.3-8.5; (1,8,512,128) 11.6 -> 9.7; (1,8,256,64) 7.1 -> 6.8 (docs/perf-log.md v8.6). Four stages at
 //    D = 64: every tile of L = 512 in flight at once.
+// Rows with the same bucket (head size, consumers, split_keys, FP8) and levers; the speeds are not levers.
+constexpr bool same_row(const TileConfig& a, const TileConfig& b) {
+  return a.head_dim == b.head_dim && a.block_n == b.block_n && a.stages == b.stages && a.consumers == b.consumers &&
+         a.producer_regs == b.producer_regs && a.consumer_regs == b.consumer_regs && a.split_keys == b.split_keys &&
+         a.fp8 == b.fp8;
+}
+constexpr bool same_bucket(const TileConfig& a, const TileConfig& b) {
+  return a.head_dim == b.head_dim && a.consumers == b.consumers && a.split_keys == b.split_keys && a.fp8 == b.fp8;
+}
+
+// A row evosdpa-tune chose for one GPU model, which selection uses on that model in place of the
+// hand-made row of its bucket (same_bucket): `evosdpa-tune --emit-table` writes one file per model,
+// tuned/sm<cc>_<SMs>.inc, and lists it in tuned/index.inc. The row keeps its hand-made row's speeds.
+struct TunedRow {
+  int cc;        // compute capability, major * 10 + minor
+  int sm_count;  // multiprocessors of the model measured
+  TileConfig config;
+};
+
+#ifdef EVOSDPA_TUNE_CANDIDATE
+// evosdpa-tune compiles a candidate row (tune/candidate.cpp) as the whole table, with NVRTC.
+inline constexpr TileConfig kHandRows[] = {EVOSDPA_TUNE_CANDIDATE};
+inline constexpr TunedRow kTunedRows[] = {{0, 0, kHandRows[0]}};
+#else
 // Registers: 2 consumers x 240 + 24, 3 x 160 + 32, 2 x 224 + 56 (x 128 threads <= 64K).
-inline constexpr TileConfig kConfigs[] = {
+inline constexpr TileConfig kHandRows[] = {
     {64, 128, 2, 3, 32, 160, 1.15, 1.08},
     {64, 128, 2, 2, 24, 240, 1.0, 1.0},
     {128, 128, 2, 2, 24, 240, 1.0, 1.0},
@@ -116,7 +146,67 @@ inline constexpr TileConfig kConfigs[] = {
     // E4M3 at D = 64: Q and K rows of 64 bytes (64B swizzle), V^T as at D = 128 with 64 rows.
     {64, 128, 2, 2, 56, 224, 1.0, 1.0, false, true},
 };
-inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
+
+inline constexpr TunedRow kTunedRows[] = {
+    {0, 0, kHandRows[0]},  // no device has compute capability 0: keeps the array non-empty, never matches
+#include "kernels/wgmma/tuned/index.inc"
+};
+#endif
+inline constexpr int kHandCount = sizeof(kHandRows) / sizeof(kHandRows[0]);
+
+// The rows compiled: the hand-made ones, then each tuned row not already among them (inst/ instantiates
+// the tuned ones, wgmma_instances.hpp). Hand-made rows come first, so row_of finds them.
+struct RowList {
+  TileConfig rows[kHandCount + sizeof(kTunedRows) / sizeof(kTunedRows[0])];
+  int count;
+  constexpr void add(const TileConfig& c) {
+    for (int i = 0; i < count; ++i)
+      if (same_row(rows[i], c)) return;
+    rows[count++] = c;
+  }
+};
+constexpr RowList collect_rows() {
+  RowList list{};
+  for (const TileConfig& c : kHandRows) list.add(c);
+  for (const TunedRow& t : kTunedRows)
+    if (t.cc != 0) list.add(t.config);
+  return list;
+}
+inline constexpr RowList kRowList = collect_rows();
+inline constexpr int kConfigCount = kRowList.count;
+
+// kConfigs: the first kConfigCount rows of the list, indexable in device code's constant expressions.
+template <int N>
+struct RowTable {
+  TileConfig rows[N];
+  EVOSDPA_WGMMA_HOST_DEVICE constexpr const TileConfig& operator[](int i) const { return rows[i]; }
+  constexpr const TileConfig* begin() const { return rows; }
+  constexpr const TileConfig* end() const { return rows + N; }
+};
+constexpr RowTable<kConfigCount> build_rows() {
+  RowTable<kConfigCount> t{};
+  for (int i = 0; i < kConfigCount; ++i) t.rows[i] = kRowList.rows[i];
+  return t;
+}
+inline constexpr RowTable<kConfigCount> kConfigs = build_rows();
+
+// Index in kConfigs of a row equal to c; -1 if none.
+constexpr int row_index(const TileConfig& c) {
+  for (int i = 0; i < kConfigCount; ++i)
+    if (same_row(kConfigs[i], c)) return i;
+  return -1;
+}
+
+// The row (index in kConfigs) that runs hand-made row `hand`'s bucket on a GPU of compute capability cc
+// with sm_count SMs: the tuned table's row for this model where it has one, else the hand-made row.
+template <int N>
+constexpr int bucket_row(const TunedRow (&tuned)[N], int hand, int cc, int sm_count) {
+  for (const TunedRow& t : tuned)
+    if (t.cc != 0 && t.cc == cc && t.sm_count == sm_count && same_bucket(t.config, kHandRows[hand]) &&
+        row_index(t.config) >= 0)  // a test's table may name a row the build did not compile
+      return row_index(t.config);
+  return hand;
+}
 
 // The row of kConfigs with this head size, consumer count, split and input type (the instantiation files
 // name rows so).
@@ -161,12 +251,16 @@ constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_c
 // of CTAs (a power of two, at most kMaxSplits, each with at least kMinTilesPerSplit tiles, the clusters
 // within cluster_slots): one round of rows times the tiles of one split and kMergeTiles. A split_keys row runs only
 // where its items (64 rows) fit in one wave, each CTA over all the item's tiles. In floating point:
-// items can pass 2^63. FP8 inputs take the FP8 rows, which are not split.
-constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
-                               bool causal, int sm_count, bool fp8 = false) {
+// items can pass 2^63. FP8 inputs take the FP8 rows, which are not split. The rows are the hand-made
+// rows' buckets, each the GPU model's tuned row where its table has one (bucket_row of kTunedRows, or a
+// test's table): cc 0 for the hand-made rows alone.
+template <int N>
+constexpr Choice choose_config_in(const TunedRow (&tuned)[N], int head_dim, long long batch_heads, long long seqlen_q,
+                                  long long seqlen_k, bool causal, int sm_count, bool fp8, int cc) {
   Choice best{-1, 1};
   double best_time = 0;
-  for (int i = 0; i < kConfigCount; ++i) {
+  for (int hand = 0; hand < kHandCount; ++hand) {
+    const int i = bucket_row(tuned, hand, cc, sm_count);
     if (kConfigs[i].head_dim != head_dim || kConfigs[i].fp8 != fp8) continue;
     const long long bm = kConfigs[i].block_m();
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
@@ -188,6 +282,10 @@ constexpr Choice choose_config(int head_dim, long long batch_heads, long long se
   }
   return best;
 }
+constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
+                               bool causal, int sm_count, bool fp8 = false, int cc = 0) {
+  return choose_config_in(kTunedRows, head_dim, batch_heads, seqlen_q, seqlen_k, causal, sm_count, fp8, cc);
+}
 
 constexpr bool valid(const TileConfig& c) {
   return c.head_dim % 64 == 0 && c.head_dim >= 64 && c.head_dim <= 256 &&  // whole 64-column blocks; O <= 128 regs
@@ -207,6 +305,12 @@ constexpr bool valid(const TileConfig& c) {
 constexpr bool all_valid() {
   for (const TileConfig& c : kConfigs)
     if (!valid(c)) return false;
+  for (const TunedRow& t : kTunedRows) {  // each tuned row replaces a hand-made 16-bit row of its bucket
+    if (t.config.fp8) return false;     // TunedRows instantiates fp16 and bf16 only
+    bool has_bucket = false;
+    for (const TileConfig& h : kHandRows) has_bucket = has_bucket || same_bucket(h, t.config);
+    if (!has_bucket) return false;
+  }
   return true;
 }
 static_assert(all_valid(), "invalid wgmma_sm90 tile configuration");

@@ -5,9 +5,9 @@
 // when their loads are issued. (A split item's epilogue: wgmma_merge.cuh.)
 #pragma once
 
-#include <cuda.h>
+#include "kernels/wgmma/cu_tensor_map.hpp"
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"

@@ -23,7 +23,8 @@ constexpr long long kMaxGridX = INT32_MAX;
 
 wgmma_sm90::Choice choice_for(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return wgmma_sm90::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, p.seqlen_k,
-                                   p.causal != EVOSDPA_CAUSAL_NONE, dev.sm_count, p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3);
+                                   p.causal != EVOSDPA_CAUSAL_NONE, dev.sm_count, p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3,
+                                   10 * dev.cc_major + dev.cc_minor);
 }
 
 FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {

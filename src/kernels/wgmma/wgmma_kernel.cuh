@@ -16,12 +16,11 @@
 // order P's fragments hold them (to_fragments); the descales fold into the score scale and O.
 #pragma once
 
-#include <cuda.h>
+#include "kernels/wgmma/cu_tensor_map.hpp"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"

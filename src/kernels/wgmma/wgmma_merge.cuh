@@ -14,7 +14,7 @@
 // The producer warpgroup's threads join the barrier (idle()).
 #pragma once
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"

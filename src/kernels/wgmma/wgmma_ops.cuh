@@ -8,7 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 namespace evosdpa::detail::wgmma_sm90 {
 

@@ -1,7 +1,7 @@
 // Shared-memory layout of the Hopper kernel and its mbarriers.
 #pragma once
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 #include "kernels/wgmma/wgmma_config.hpp"
 
