@@ -4,7 +4,9 @@ Hopper family uses. The PTX names every accumulator register, so each shape is s
 is the one place that spelling comes from.  Usage: scripts/gen-wgmma-ops.py > src/kernels/wgmma/wgmma_ops.cuh
 """
 
-SS_N = (128,)  # S = Q.K^T: N = keys per tile (wgmma_config.hpp's block_n values)
+# S = Q.K^T: N = keys per tile: the table's 128 and every block_n evosdpa-tune's genome may try
+# (tune/spaces.cpp), which its candidates compile from this file.
+SS_N = (64, 96, 128, 160, 176, 192, 224, 256)
 RS_N = (64, 128)  # O += P.V: N = head_dim
 TYPES = (("__half", "f16"), ("__nv_bfloat16", "bf16"))
 # E4M3 (k = 32 per instruction): both operands K-major (no transpose bits for 8-bit types), head_dim 64 and 128.
@@ -23,7 +25,7 @@ HEADER = """\
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
-#include <cstdint>
+#include "kernels/rtc_std.hpp"
 
 namespace evosdpa::detail::wgmma_sm90 {
 
