@@ -193,8 +193,18 @@ int main(int argc, char** argv) {
       wgmma ? wgmma_sm90_table(head_dim, split_keys, consumers) : mma_sm80_table(head_dim, small_grid);
   std::ifstream saved;
   if (!state_path.empty()) saved.open(state_path);
-  // --generations 0 on a saved state only rewrites the report (no GPU needed).
-  const bool measure = generations > 0 || !saved;
+  State st;
+  if (saved) {
+    st = state_from_json(nlohmann::json::parse(saved));
+    if (st.family != space.family) {
+      std::fprintf(stderr, "evosdpa-tune: %s holds a search of %s, not %s\n", state_path.c_str(), st.family.c_str(),
+                   space.family.c_str());
+      return 1;
+    }
+  }
+  // --generations 0 on a saved state only rewrites the report (no GPU needed), and a finished search is
+  // not measured again (its float64 expectations alone took minutes on the fa3 grid).
+  const bool measure = !saved || (generations > 0 && !st.done);
   Workload w;
   if (measure) {
     // Only the grid's shapes that this GPU's selection runs on the searched row: a small-grid shape
@@ -222,17 +232,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "  %s ...\n", space.describe(g).c_str());
     return evaluate(g);
   };
-  State st;
-  if (saved) {
-    st = state_from_json(nlohmann::json::parse(saved));
-    if (st.family != space.family) {
-      std::fprintf(stderr, "evosdpa-tune: %s holds a search of %s, not %s\n", state_path.c_str(), st.family.c_str(),
-                   space.family.c_str());
-      return 1;
-    }
-  } else {
-    st = start(space, table, options, fitness);
-  }
+  if (!saved) st = start(space, table, options, fitness);
   // The model the search measures on; a state is resumed on that model only.
   if (generations > 0) {
     const TunedDevice here = current_device();
