@@ -34,6 +34,9 @@ TunedDevice current_device() {
   return {prop.name, 10 * prop.major + prop.minor, prop.multiProcessorCount};
 }
 
+namespace {
+
+// The first line of NVRTC's log that names an error (one line for the report's table).
 std::string first_error_line(const std::string& log) {
   std::istringstream in(log);
   std::string line, first;
@@ -42,6 +45,17 @@ std::string first_error_line(const std::string& log) {
     if (line.find("error") != std::string::npos && line.find("NVRTC_ERROR") == std::string::npos) return line;
   }
   return first;
+}
+
+}  // namespace
+
+std::string Evaluator::gate_and_load(const CompiledCandidate& c, int threads, int smem, CandidateRunner& runner) {
+  if (!c.ok) {
+    std::fprintf(stderr, "%s\n", c.error.c_str());
+    return "compile: " + first_error_line(c.error);
+  }
+  if (const std::string gate = c.gate(); !gate.empty()) return gate;
+  return runner.load(c, threads, smem);
 }
 
 Evaluator::Evaluator(Workload workload) : workload_(std::move(workload)) {}

@@ -64,6 +64,10 @@ class Evaluator {
   virtual std::string load(const Genome& g, const std::string& arch, CandidateRunner& runner) = 0;
   virtual std::string bind(const Genome& g, const Problem& p, KernelLaunch& out) = 0;
 
+  // A compiled candidate, gated (no spills, no stack) and loaded into `runner`: "" or why it was
+  // discarded (a compile error's first line; the whole log goes to stderr).
+  static std::string gate_and_load(const CompiledCandidate& c, int threads, int smem, CandidateRunner& runner);
+
   Workload workload_;
 
  private:
@@ -77,9 +81,5 @@ class Evaluator {
   std::vector<std::unique_ptr<Problem>> problems_;
   std::vector<Timing> baseline_;
 };
-
-// The first line of NVRTC's log that names an error (one line for the report's table; the whole log goes
-// to stderr).
-std::string first_error_line(const std::string& log);
 
 }  // namespace evosdpa::tune

@@ -1,7 +1,5 @@
 #include "evaluate_mma.hpp"
 
-#include <cstdio>
-
 #include "candidate.hpp"
 #include "spaces.hpp"
 
@@ -23,13 +21,7 @@ std::string MmaEvaluator::baseline(Genome& out) const {
 
 std::string MmaEvaluator::load(const Genome& g, const std::string& arch, CandidateRunner& runner) {
   const mma::TileConfig row = mma_sm80_config(g, head_dim_, small_grid_);
-  const CompiledCandidate c = compile_mma_sm80(row, workload_.dtype, arch);
-  if (!c.ok) {
-    std::fprintf(stderr, "%s\n", c.error.c_str());
-    return "compile: " + first_error_line(c.error);
-  }
-  if (const std::string gate = c.gate(); !gate.empty()) return gate;
-  return runner.load(c, row.threads(), row.smem_bytes());
+  return gate_and_load(compile_mma_sm80(row, workload_.dtype, arch), row.threads(), row.smem_bytes(), runner);
 }
 
 std::string MmaEvaluator::bind(const Genome& g, const Problem& p, KernelLaunch& out) {

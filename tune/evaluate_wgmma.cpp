@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "candidate.hpp"
 #include "kernels/wgmma/tma_map.hpp"
@@ -39,13 +38,7 @@ std::string WgmmaEvaluator::baseline(Genome& out) const {
 
 std::string WgmmaEvaluator::load(const Genome& g, const std::string&, CandidateRunner& runner) {
   const wg::TileConfig row = wgmma_sm90_row(g, head_dim_, split_keys_);
-  const CompiledCandidate c = compile_wgmma_sm90(row, workload_.dtype);
-  if (!c.ok) {
-    std::fprintf(stderr, "%s\n", c.error.c_str());
-    return "compile: " + first_error_line(c.error);
-  }
-  if (const std::string gate = c.gate(); !gate.empty()) return gate;
-  return runner.load(c, row.threads(), row.smem_bytes());
+  return gate_and_load(compile_wgmma_sm90(row, workload_.dtype), row.threads(), row.smem_bytes(), runner);
 }
 
 std::string WgmmaEvaluator::bind(const Genome& g, const Problem& pr, KernelLaunch& out) {

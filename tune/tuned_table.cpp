@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "kernels/mma/mma_config.hpp"
 #include "spaces.hpp"
@@ -42,31 +43,46 @@ std::string tuned_file_name(const TunedDevice& d) {
   return "sm" + std::to_string(d.cc) + "_" + std::to_string(d.sm_count) + ".inc";
 }
 
-std::string tuned_file_text(const TunedDevice& d, const std::vector<TunedEntry>& entries) {
-  std::vector<TunedEntry> rows = entries;
-  std::sort(rows.begin(), rows.end(), [](const TunedEntry& a, const TunedEntry& b) {
-    return a.head_dim != b.head_dim ? a.head_dim < b.head_dim : a.small_grid < b.small_grid;
-  });
+namespace {
+
+// The file of either family: a header naming the model and the row's fields (`fields`, comment lines),
+// then per entry the search it came from and its row (`row`: one kTunedRows initialiser line).
+std::string table_text(const char* family, const char* fields, const TunedDevice& d,
+                       const std::vector<TunedEntry>& entries, const std::function<std::string(const TunedEntry&)>& row) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "// mma_sm80's tuned table for %s (compute capability %d.%d, %d SMs), written by\n",
+  std::snprintf(buf, sizeof buf, "// %s's tuned table for %s (compute capability %d.%d, %d SMs), written by\n", family,
                 d.name.c_str(), d.cc / 10, d.cc % 10, d.sm_count);
-  std::string out = buf;
-  out += "// evosdpa-tune --emit-table; each row: {cc, SMs, {head_dim, warps, m_tiles, block_n, min_blocks_per_sm,\n"
-         "// q_in_registers, small_grid}} (mma_config.hpp's TunedRow), from the search named above it.\n";
-  for (const TunedEntry& e : rows) {
-    const detail::mma_sm80::TileConfig c = mma_sm80_config(e.genome, e.head_dim, e.small_grid);
+  std::string out = std::string(buf) + fields;
+  for (const TunedEntry& e : entries) {
     if (e.hand_row)
       std::snprintf(buf, sizeof buf, "// %s: the hand-made row (best elite %.3fx, under the search's gain)\n",
                     e.source.c_str(), e.best);
     else
       std::snprintf(buf, sizeof buf, "// %s: %.3fx against the hand-made row\n", e.source.c_str(), e.best);
-    out += buf;
-    std::snprintf(buf, sizeof buf, "{%d, %d, {%d, %d, %d, %d, %d, %s, %s}},\n", d.cc, d.sm_count, c.head_dim, c.warps,
-                  c.m_tiles, c.block_n, c.min_blocks_per_sm, c.q_in_registers ? "true" : "false",
-                  c.small_grid ? "true" : "false");
-    out += buf;
+    out += buf + row(e);
   }
   return out;
+}
+
+}  // namespace
+
+std::string tuned_file_text(const TunedDevice& d, const std::vector<TunedEntry>& entries) {
+  std::vector<TunedEntry> rows = entries;
+  std::sort(rows.begin(), rows.end(), [](const TunedEntry& a, const TunedEntry& b) {
+    return a.head_dim != b.head_dim ? a.head_dim < b.head_dim : a.small_grid < b.small_grid;
+  });
+  return table_text(
+      "mma_sm80",
+      "// evosdpa-tune --emit-table; each row: {cc, SMs, {head_dim, warps, m_tiles, block_n, min_blocks_per_sm,\n"
+      "// q_in_registers, small_grid}} (mma_config.hpp's TunedRow), from the search named above it.\n",
+      d, rows, [&](const TunedEntry& e) {
+        const detail::mma_sm80::TileConfig c = mma_sm80_config(e.genome, e.head_dim, e.small_grid);
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "{%d, %d, {%d, %d, %d, %d, %d, %s, %s}},\n", d.cc, d.sm_count, c.head_dim,
+                      c.warps, c.m_tiles, c.block_n, c.min_blocks_per_sm, c.q_in_registers ? "true" : "false",
+                      c.small_grid ? "true" : "false");
+        return std::string(buf);
+      });
 }
 
 std::string wgmma_tuned_file_text(const TunedDevice& d, const std::vector<TunedEntry>& entries) {
@@ -76,27 +92,19 @@ std::string wgmma_tuned_file_text(const TunedDevice& d, const std::vector<TunedE
            : a.split_keys != b.split_keys ? a.split_keys < b.split_keys
                                           : a.consumers > b.consumers;
   });
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "// wgmma_sm90's tuned table for %s (compute capability %d.%d, %d SMs), written by\n",
-                d.name.c_str(), d.cc / 10, d.cc % 10, d.sm_count);
-  std::string out = buf;
-  out += "// evosdpa-tune --emit-table; each row: {cc, SMs, {head_dim, block_n, stages, consumers, producer_regs,\n"
-         "// consumer_regs, row_speed, causal_row_speed, split_keys, fp8}} (wgmma_config.hpp's TunedRow), from the\n"
-         "// search named above it.\n";
-  for (const TunedEntry& e : rows) {
-    const detail::wgmma_sm90::TileConfig c = wgmma_sm90_row(e.genome, e.head_dim, e.split_keys);
-    if (e.hand_row)
-      std::snprintf(buf, sizeof buf, "// %s: the hand-made row (best elite %.3fx, under the search's gain)\n",
-                    e.source.c_str(), e.best);
-    else
-      std::snprintf(buf, sizeof buf, "// %s: %.3fx against the hand-made row\n", e.source.c_str(), e.best);
-    out += buf;
-    std::snprintf(buf, sizeof buf, "{%d, %d, {%d, %d, %d, %d, %d, %d, %.17g, %.17g, %s, false}},\n", d.cc, d.sm_count,
-                  c.head_dim, c.block_n, c.stages, c.consumers, c.producer_regs, c.consumer_regs, c.row_speed,
-                  c.causal_row_speed, c.split_keys ? "true" : "false");
-    out += buf;
-  }
-  return out;
+  return table_text(
+      "wgmma_sm90",
+      "// evosdpa-tune --emit-table; each row: {cc, SMs, {head_dim, block_n, stages, consumers, producer_regs,\n"
+      "// consumer_regs, row_speed, causal_row_speed, split_keys, fp8}} (wgmma_config.hpp's TunedRow), from the\n"
+      "// search named above it.\n",
+      d, rows, [&](const TunedEntry& e) {
+        const detail::wgmma_sm90::TileConfig c = wgmma_sm90_row(e.genome, e.head_dim, e.split_keys);
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "{%d, %d, {%d, %d, %d, %d, %d, %d, %.17g, %.17g, %s, false}},\n", d.cc,
+                      d.sm_count, c.head_dim, c.block_n, c.stages, c.consumers, c.producer_regs, c.consumer_regs,
+                      c.row_speed, c.causal_row_speed, c.split_keys ? "true" : "false");
+        return std::string(buf);
+      });
 }
 
 std::string with_index_line(const std::string& index_text, const std::string& file_name) {

@@ -22,7 +22,7 @@ namespace evosdpa::host {
 namespace {
 
 // The launch shape of row `row` of a family's tile table, when the row exists.
-// `table`: a tile table (an array, or mma_sm80's RowTable) of `count` rows.
+// `table`: a tile table (an array, or a family's RowTable) of `count` rows.
 template <typename Table>
 void from_table(KernelResources& k, int row, const Table& table, int count) {
   if (row < 0 || row >= count) return;

@@ -6,12 +6,7 @@
 #include "kernels/rtc_std.hpp"
 
 #include "evosdpa/evosdpa.h"
-
-#if defined(__CUDACC__)
-#define EVOSDPA_MMA_HOST_DEVICE __host__ __device__
-#else
-#define EVOSDPA_MMA_HOST_DEVICE
-#endif
+#include "kernels/tile_rows.hpp"
 
 namespace evosdpa::detail::mma_sm80 {
 
@@ -45,20 +40,15 @@ constexpr bool same_row(const TileConfig& a, const TileConfig& b) {
          a.small_grid == b.small_grid;
 }
 
-// A row evosdpa-tune chose for one GPU model, which selection uses on that model in place of the
-// hand-made row of the same bucket (head_dim, and default or small-grid variant): `evosdpa-tune
-// --emit-table` writes one file per model, tuned/sm<cc>_<SMs>.inc, and lists it in tuned/index.inc.
-struct TunedRow {
-  int cc;        // compute capability, major * 10 + minor
-  int sm_count;  // multiprocessors of the model measured (an H100 SXM has 132, an H100 PCIe 114)
-  TileConfig config;
-};
+// A tuned row replaces the hand-made row of the same bucket (head_dim, and default or small-grid
+// variant): `evosdpa-tune --emit-table` writes one file per model, tuned/sm<cc>_<SMs>.inc, and lists it
+// in tuned/index.inc.
+using TunedRow = TunedRowOf<TileConfig>;
 
 #ifdef EVOSDPA_TUNE_CANDIDATE
 // evosdpa-tune compiles a candidate row (tune/candidate.cpp) as the whole table, with NVRTC.
-inline constexpr TileConfig kConfigs[] = {EVOSDPA_TUNE_CANDIDATE};
-inline constexpr int kConfigCount = sizeof(kConfigs) / sizeof(kConfigs[0]);
-inline constexpr TunedRow kTunedRows[] = {{0, 0, kConfigs[0]}};
+inline constexpr TileConfig kHandRows[] = {EVOSDPA_TUNE_CANDIDATE};
+inline constexpr TunedRow kTunedRows[] = {{0, 0, kHandRows[0]}};
 #else
 // Chosen by measurement on an H100, fp16, B=4 L=4096 (docs/perf-log.md, v6): every row is the fastest
 // variant that compiles without spills. block_m is 128 for the default rows: 64 doubles K/V traffic from L2.
@@ -79,43 +69,12 @@ inline constexpr TunedRow kTunedRows[] = {
 #include "kernels/mma/tuned/index.inc"
 };
 
-// The rows compiled: the hand-made ones, then each tuned row not already among them (one
-// instantiation per row and dtype, inst/). Hand-made rows come first, so config_index's first match for a
-// bucket is the hand-made row.
-struct RowList {
-  TileConfig rows[sizeof(kHandRows) / sizeof(kHandRows[0]) + sizeof(kTunedRows) / sizeof(kTunedRows[0])];
-  int count;
-  constexpr void add(const TileConfig& c) {
-    for (int i = 0; i < count; ++i)
-      if (same_row(rows[i], c)) return;
-    rows[count++] = c;
-  }
-};
-constexpr RowList collect_rows() {
-  RowList list{};
-  for (const TileConfig& c : kHandRows) list.add(c);
-  for (const TunedRow& t : kTunedRows)
-    if (t.cc != 0) list.add(t.config);
-  return list;
-}
-inline constexpr RowList kRowList = collect_rows();
-inline constexpr int kConfigCount = kRowList.count;
-
-// kConfigs: the first kConfigCount rows of the list, indexable in device code's constant expressions.
-template <int N>
-struct RowTable {
-  TileConfig rows[N];
-  EVOSDPA_MMA_HOST_DEVICE constexpr const TileConfig& operator[](int i) const { return rows[i]; }
-  constexpr const TileConfig* begin() const { return rows; }
-  constexpr const TileConfig* end() const { return rows + N; }
-};
-constexpr RowTable<kConfigCount> build_rows() {
-  RowTable<kConfigCount> t{};
-  for (int i = 0; i < kConfigCount; ++i) t.rows[i] = kRowList.rows[i];
-  return t;
-}
-inline constexpr RowTable<kConfigCount> kConfigs = build_rows();
 #endif
+
+// The rows compiled (tile_rows.hpp; one instantiation per row and dtype, inst/).
+inline constexpr auto kRowList = collect_rows(kHandRows, kTunedRows, same_row);
+inline constexpr int kConfigCount = kRowList.count;
+inline constexpr RowTable<TileConfig, kConfigCount> kConfigs = fit_rows<kConfigCount>(kRowList);
 
 // Index of the head_dim's default (or small-grid) variant in kConfigs; -1 if there is none.
 constexpr int config_index(int head_dim, bool small_grid) {

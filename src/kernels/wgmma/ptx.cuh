@@ -4,9 +4,8 @@
 // Field values and the hardware check behind them: docs/hopper-notes.md.
 #pragma once
 
-#include "kernels/wgmma/cu_tensor_map.hpp"
-
 #include "kernels/rtc_std.hpp"
+#include "kernels/wgmma/cu_tensor_map.hpp"
 
 namespace evosdpa::detail::wgmma_sm90 {
 

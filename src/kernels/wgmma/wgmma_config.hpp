@@ -3,12 +3,7 @@
 #pragma once
 
 #include "evosdpa/evosdpa.h"
-
-#if defined(__CUDACC__)
-#define EVOSDPA_WGMMA_HOST_DEVICE __host__ __device__
-#else
-#define EVOSDPA_WGMMA_HOST_DEVICE
-#endif
+#include "kernels/tile_rows.hpp"
 
 namespace evosdpa::detail::wgmma_sm90 {
 
@@ -118,14 +113,10 @@ constexpr bool same_bucket(const TileConfig& a, const TileConfig& b) {
   return a.head_dim == b.head_dim && a.consumers == b.consumers && a.split_keys == b.split_keys && a.fp8 == b.fp8;
 }
 
-// A row evosdpa-tune chose for one GPU model, which selection uses on that model in place of the
-// hand-made row of its bucket (same_bucket): `evosdpa-tune --emit-table` writes one file per model,
-// tuned/sm<cc>_<SMs>.inc, and lists it in tuned/index.inc. The row keeps its hand-made row's speeds.
-struct TunedRow {
-  int cc;        // compute capability, major * 10 + minor
-  int sm_count;  // multiprocessors of the model measured
-  TileConfig config;
-};
+// A tuned row replaces the hand-made row of its bucket (same_bucket) and keeps that row's speeds:
+// `evosdpa-tune --emit-table` writes one file per model, tuned/sm<cc>_<SMs>.inc, and lists it in
+// tuned/index.inc.
+using TunedRow = TunedRowOf<TileConfig>;
 
 #ifdef EVOSDPA_TUNE_CANDIDATE
 // evosdpa-tune compiles a candidate row (tune/candidate.cpp) as the whole table, with NVRTC.
@@ -154,41 +145,10 @@ inline constexpr TunedRow kTunedRows[] = {
 #endif
 inline constexpr int kHandCount = sizeof(kHandRows) / sizeof(kHandRows[0]);
 
-// The rows compiled: the hand-made ones, then each tuned row not already among them (inst/ instantiates
-// the tuned ones, wgmma_instances.hpp). Hand-made rows come first, so row_of finds them.
-struct RowList {
-  TileConfig rows[kHandCount + sizeof(kTunedRows) / sizeof(kTunedRows[0])];
-  int count;
-  constexpr void add(const TileConfig& c) {
-    for (int i = 0; i < count; ++i)
-      if (same_row(rows[i], c)) return;
-    rows[count++] = c;
-  }
-};
-constexpr RowList collect_rows() {
-  RowList list{};
-  for (const TileConfig& c : kHandRows) list.add(c);
-  for (const TunedRow& t : kTunedRows)
-    if (t.cc != 0) list.add(t.config);
-  return list;
-}
-inline constexpr RowList kRowList = collect_rows();
+// The rows compiled (tile_rows.hpp; inst/ instantiates the tuned ones, wgmma_instances.hpp).
+inline constexpr auto kRowList = collect_rows(kHandRows, kTunedRows, same_row);
 inline constexpr int kConfigCount = kRowList.count;
-
-// kConfigs: the first kConfigCount rows of the list, indexable in device code's constant expressions.
-template <int N>
-struct RowTable {
-  TileConfig rows[N];
-  EVOSDPA_WGMMA_HOST_DEVICE constexpr const TileConfig& operator[](int i) const { return rows[i]; }
-  constexpr const TileConfig* begin() const { return rows; }
-  constexpr const TileConfig* end() const { return rows + N; }
-};
-constexpr RowTable<kConfigCount> build_rows() {
-  RowTable<kConfigCount> t{};
-  for (int i = 0; i < kConfigCount; ++i) t.rows[i] = kRowList.rows[i];
-  return t;
-}
-inline constexpr RowTable<kConfigCount> kConfigs = build_rows();
+inline constexpr RowTable<TileConfig, kConfigCount> kConfigs = fit_rows<kConfigCount>(kRowList);
 
 // Index in kConfigs of a row equal to c; -1 if none.
 constexpr int row_index(const TileConfig& c) {

@@ -5,12 +5,10 @@
 // when their loads are issued. (A split item's epilogue: wgmma_merge.cuh.)
 #pragma once
 
-#include "kernels/wgmma/cu_tensor_map.hpp"
-
-#include "kernels/rtc_std.hpp"
-
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
+#include "kernels/rtc_std.hpp"
+#include "kernels/wgmma/cu_tensor_map.hpp"
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_scheduler.cuh"
 #include "kernels/wgmma/wgmma_smem.cuh"

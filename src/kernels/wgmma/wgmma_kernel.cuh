@@ -16,15 +16,14 @@
 // order P's fragments hold them (to_fragments); the descales fold into the score scale and O.
 #pragma once
 
-#include "kernels/wgmma/cu_tensor_map.hpp"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include "kernels/rtc_std.hpp"
 
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
 #include "kernels/mma_fp8/mma_fp8_primitives.cuh"
+#include "kernels/rtc_std.hpp"
+#include "kernels/wgmma/cu_tensor_map.hpp"
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_epilogue.cuh"

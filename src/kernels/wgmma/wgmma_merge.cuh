@@ -14,10 +14,9 @@
 // The producer warpgroup's threads join the barrier (idle()).
 #pragma once
 
-#include "kernels/rtc_std.hpp"
-
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
+#include "kernels/rtc_std.hpp"
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_epilogue.cuh"
 #include "kernels/wgmma/wgmma_scheduler.cuh"

@@ -2,7 +2,6 @@
 #pragma once
 
 #include "kernels/rtc_std.hpp"
-
 #include "kernels/wgmma/wgmma_config.hpp"
 
 namespace evosdpa::detail::wgmma_sm90 {
