@@ -1,7 +1,8 @@
 /*
- * evosdpa C ABI: fused scaled-dot-product attention forward on NVIDIA GPUs.
+ * evosdpa C ABI: fused scaled-dot-product attention on NVIDIA GPUs, forward and backward.
  *
  *   O = softmax(scale * Q K^T [+ causal mask]) V
+ *   backward: dQ, dK, dV from Q, K, V, O, dO and the forward's log-sum-exp
  *
  * Tensors are device pointers viewed as [batch, heads, seq, head_dim] with explicit strides in
  * elements for the first three dimensions; head_dim is contiguous (stride 1). This covers both
@@ -27,7 +28,7 @@ extern "C" {
 #endif
 
 #define EVOSDPA_VERSION_MAJOR 0
-#define EVOSDPA_VERSION_MINOR 3
+#define EVOSDPA_VERSION_MINOR 4
 #define EVOSDPA_VERSION_PATCH 0
 
 typedef enum evosdpa_status {
@@ -64,6 +65,19 @@ typedef enum evosdpa_causal {
   EVOSDPA_CAUSAL_TOP_LEFT = 1,
   EVOSDPA_CAUSAL_BOTTOM_RIGHT = 2
 } evosdpa_causal_t;
+
+/*
+ * How the backward pass sums dQ over key blocks (since 0.4).
+ *   DETERMINISTIC (the zero default): a pass of its own per query block sums dQ in a fixed order, so
+ *     every run gives bitwise the same dQ, dK and dV; it recomputes Q.K^T and dO.V^T for that pass.
+ *   FAST: dQ is summed in a float32 workspace with atomic adds, in whatever order blocks finish
+ *     (FlashAttention-2's default): faster, and dQ may differ between runs in its last bits. dK and dV
+ *     are bitwise repeatable in both modes.
+ */
+typedef enum evosdpa_backward_mode {
+  EVOSDPA_BACKWARD_DETERMINISTIC = 0,
+  EVOSDPA_BACKWARD_FAST = 1
+} evosdpa_backward_mode_t;
 
 /*
  * Arguments of one attention forward call. Fill with evosdpa_params_init() first.
@@ -133,6 +147,19 @@ typedef struct evosdpa_params {
   const float* k_descale;
   const float* v_descale;
   int64_t descale_batch_stride, descale_head_stride; /* in floats; 0 and 0: one scale per tensor */
+
+  /* Since 0.4: the backward pass (evosdpa_attention_backward; the forward ignores these fields). */
+  const void* dout; /* dO: the gradient of O, [batch, heads_q, seqlen_q, head_dim] in the dtype */
+  void* dq;         /* dQ: written, Q's shape */
+  void* dk;         /* dK: written, K's shape (summed over the query heads of each group) */
+  void* dv;         /* dV: written, V's shape (likewise) */
+  int64_t dout_batch_stride, dout_head_stride, dout_seq_stride;
+  int64_t dq_batch_stride, dq_head_stride, dq_seq_stride;
+  int64_t dk_batch_stride, dk_head_stride, dk_seq_stride;
+  int64_t dv_batch_stride, dv_head_stride, dv_seq_stride;
+  void* workspace;       /* device scratch of at least evosdpa_backward_workspace_size() bytes, 16-byte aligned */
+  size_t workspace_size; /* its size in bytes */
+  evosdpa_backward_mode_t backward_mode;
   /* New fields go here, zero meaning off/default (see above). */
 } evosdpa_params_t;
 
@@ -149,10 +176,11 @@ static inline void evosdpa_params_init(evosdpa_params_t* params) {
   (void)evosdpa_params_init_sized(params, sizeof(evosdpa_params_t));
 }
 
-/* Set the strides of all four tensors for a contiguous BHSD ([B,H,L,D]) layout from the sizes. */
+/* Set the strides of every tensor (q, k, v, o and dout, dq, dk, dv) for a contiguous BHSD ([B,H,L,D])
+ * layout from the sizes. */
 void evosdpa_params_set_bhsd_strides(evosdpa_params_t* params);
 
-/* Set the strides of all four tensors for a contiguous BSHD ([B,L,H,D]) layout from the sizes. */
+/* The same for a contiguous BSHD ([B,L,H,D]) layout. */
 void evosdpa_params_set_bshd_strides(evosdpa_params_t* params);
 
 /*
@@ -171,6 +199,37 @@ evosdpa_status_t evosdpa_attention_forward(const evosdpa_params_t* params, const
  */
 evosdpa_status_t evosdpa_supports(const evosdpa_params_t* params, const char* kernel,
                                   const char** selected);
+
+/*
+ * The backward pass (since 0.4): dQ, dK and dV of the attention the same params describe, given
+ *   q, k, v   the forward's inputs;
+ *   o         the forward's output (read: the pre-pass forms D = rowsum(dO * O) from it);
+ *   lse       the forward's log-sum-exp (read, required: float32 [batch, heads_q, seqlen_q] contiguous,
+ *             -inf for rows with no visible key), so P = exp(scale Q K^T - lse) is recomputed, not stored;
+ *   dout      dO, the gradient of O;
+ * and softmax_scale and causal as in the forward call. dq, dk and dv are written in the dtype (fp16 or
+ * bf16; FP8 inputs are NOT_SUPPORTED), each over its whole tensor: rows with no visible key get dQ = 0,
+ * keys no query sees get dK = dV = 0, and with seqlen_q == 0 dK and dV are zero-filled.
+ * With grouped-query heads dK and dV are the sums over the query heads that share each K/V head.
+ *
+ * workspace: device memory of at least evosdpa_backward_workspace_size() bytes (16-byte aligned; NULL
+ * when that size is 0). Its contents need not be initialised and are scratch after the call; the call
+ * allocates nothing and does not synchronise the host, so it can be captured in a CUDA graph.
+ *
+ * The outputs dq, dk, dv and the workspace must not share a byte with any input (q, k, v, o, lse, dout)
+ * or with each other (INVALID_ARGUMENT). `kernel` as in evosdpa_attention_forward.
+ */
+evosdpa_status_t evosdpa_attention_backward(const evosdpa_params_t* params, const char* kernel, void* stream);
+
+/* Bytes of workspace evosdpa_attention_backward needs for these params (workspace and workspace_size
+ * are not read) and kernel, on the current device. */
+evosdpa_status_t evosdpa_backward_workspace_size(const evosdpa_params_t* params, const char* kernel,
+                                                 size_t* bytes);
+
+/* Whether evosdpa_attention_backward would accept these arguments (the workspace included), as
+ * evosdpa_supports does for the forward. */
+evosdpa_status_t evosdpa_supports_backward(const evosdpa_params_t* params, const char* kernel,
+                                           const char** selected);
 
 /* Kernel names, index 0 .. evosdpa_kernel_count()-1, fastest first. */
 int evosdpa_kernel_count(void);

@@ -38,6 +38,15 @@ Result attention_forward(const Params& params, cudaStream_t stream = nullptr,
 // Whether attention_forward would accept these arguments; Result::kernel names the kernel it would run.
 Result supports(const Params& params, const std::string& kernel = "auto");
 
+// The backward pass (evosdpa_attention_backward): dq, dk, dv from q, k, v, o, lse and dout in `params`.
+Result attention_backward(const Params& params, cudaStream_t stream = nullptr, const std::string& kernel = "auto");
+
+// Bytes of workspace attention_backward needs (evosdpa_backward_workspace_size); `bytes` is set on success.
+Result backward_workspace_size(const Params& params, size_t& bytes, const std::string& kernel = "auto");
+
+// Whether attention_backward would accept these arguments; Result::kernel names the kernel it would run.
+Result supports_backward(const Params& params, const std::string& kernel = "auto");
+
 // Kernel names, fastest first.
 std::vector<std::string> kernel_names();
 

@@ -14,7 +14,7 @@ import sys
 from ._lib import EvosdpaError, kernel_names, library_path
 from ._lib import version as library_version
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 __all__ = ["attention", "scaled_dot_product_attention", "quantize_fp8", "kernel_names", "library_path",
            "library_version", "EvosdpaError"]
 
