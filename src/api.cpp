@@ -106,6 +106,45 @@ evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, evo
   return report(EVOSDPA_SUCCESS, "");
 }
 
+Check check_backward_pointers(const evosdpa_params_t& p, const DeviceInfo& dev, size_t workspace_bytes) {
+  const bool no_q = has_no_queries(p);
+  const bool no_kv = p.batch == 0 || p.heads_kv == 0 || p.seqlen_k == 0;
+  const std::pair<const char*, const void*> ptrs[] = {
+      {"q", no_q ? nullptr : p.q},       {"k", no_kv ? nullptr : p.k},     {"v", no_kv ? nullptr : p.v},
+      {"o", no_q ? nullptr : p.o},       {"lse", no_q ? nullptr : p.lse},  {"dout", no_q ? nullptr : p.dout},
+      {"dq", no_q ? nullptr : p.dq},     {"dk", no_kv ? nullptr : p.dk},   {"dv", no_kv ? nullptr : p.dv},
+      {"workspace", workspace_bytes == 0 ? nullptr : p.workspace}};
+  for (const auto& [name, ptr] : ptrs)
+    if (Check c = check_pointer(name, ptr, dev); !c.ok()) return c;
+  return {};
+}
+
+// prepare() for the backward pass; `workspace_bytes` receives what the chosen kernel needs, which is
+// checked against the caller's workspace when `check_workspace_too`.
+evosdpa_status_t prepare_backward(const evosdpa_params_t* params, const char* kernel, evosdpa_params_t& p,
+                                  Selection& chosen, bool& nothing_to_do, size_t& workspace_bytes,
+                                  bool check_workspace_too) {
+  nothing_to_do = false;
+  workspace_bytes = 0;
+  if (Check c = normalize_params(params, p); !c.ok()) return report(c);
+  if (Check c = check_kernel_name(kernel); !c.ok()) return report(c);
+  if (Check c = validate_backward_params(p); !c.ok()) return report(c);
+  if (backward_has_no_work(p)) {
+    nothing_to_do = true;
+    return report(EVOSDPA_SUCCESS, "");
+  }
+  DeviceInfo dev;
+  if (Check c = current_device(dev); !c.ok()) return report(c);
+  const Selection sel = select_kernel(p, dev, kernel, registry(), Pass::kBackward);
+  if (!sel.check.ok()) return report(sel.check);
+  workspace_bytes = sel.family->backward->workspace_bytes(p, sel.variant);
+  if (check_workspace_too)
+    if (Check c = check_workspace(p, workspace_bytes); !c.ok()) return report(c);
+  if (Check c = check_backward_pointers(p, dev, check_workspace_too ? workspace_bytes : 0); !c.ok()) return report(c);
+  chosen = sel;
+  return report(EVOSDPA_SUCCESS, "");
+}
+
 }  // namespace
 }  // namespace evosdpa::detail
 
@@ -142,6 +181,12 @@ const char* evosdpa_version(void) { return EVOSDPA_VERSION_STRING; }
 void evosdpa_params_set_bhsd_strides(evosdpa_params_t* p) {
   if (p == nullptr) return;
   const int64_t d = p->head_dim;
+  p->dout_seq_stride = p->dq_seq_stride = d;
+  p->dout_head_stride = p->dq_head_stride = p->seqlen_q * d;
+  p->dout_batch_stride = p->dq_batch_stride = p->heads_q * p->seqlen_q * d;
+  p->dk_seq_stride = p->dv_seq_stride = d;
+  p->dk_head_stride = p->dv_head_stride = p->seqlen_k * d;
+  p->dk_batch_stride = p->dv_batch_stride = p->heads_kv * p->seqlen_k * d;
   p->q_seq_stride = p->o_seq_stride = d;
   p->q_head_stride = p->o_head_stride = p->seqlen_q * d;
   p->q_batch_stride = p->o_batch_stride = p->heads_q * p->seqlen_q * d;
@@ -153,6 +198,12 @@ void evosdpa_params_set_bhsd_strides(evosdpa_params_t* p) {
 void evosdpa_params_set_bshd_strides(evosdpa_params_t* p) {
   if (p == nullptr) return;
   const int64_t d = p->head_dim;
+  p->dout_head_stride = p->dq_head_stride = d;
+  p->dout_seq_stride = p->dq_seq_stride = p->heads_q * d;
+  p->dout_batch_stride = p->dq_batch_stride = p->seqlen_q * p->heads_q * d;
+  p->dk_head_stride = p->dv_head_stride = d;
+  p->dk_seq_stride = p->dv_seq_stride = p->heads_kv * d;
+  p->dk_batch_stride = p->dv_batch_stride = p->seqlen_k * p->heads_kv * d;
   p->q_head_stride = p->o_head_stride = d;
   p->q_seq_stride = p->o_seq_stride = p->heads_q * d;
   p->q_batch_stride = p->o_batch_stride = p->seqlen_q * p->heads_q * d;
@@ -179,6 +230,42 @@ evosdpa_status_t evosdpa_supports(const evosdpa_params_t* params, const char* ke
   Selection chosen;
   bool nothing_to_do = false;
   const evosdpa_status_t s = prepare(params, kernel, p, chosen, nothing_to_do);
+  if (selected != nullptr) *selected = (s == EVOSDPA_SUCCESS && !nothing_to_do) ? chosen.family->name : nullptr;
+  return s;
+}
+
+evosdpa_status_t evosdpa_attention_backward(const evosdpa_params_t* params, const char* kernel, void* stream) {
+  evosdpa_params_t p;
+  Selection chosen;
+  bool nothing_to_do = false;
+  size_t workspace_bytes = 0;
+  const evosdpa_status_t s = prepare_backward(params, kernel, p, chosen, nothing_to_do, workspace_bytes, true);
+  if (s != EVOSDPA_SUCCESS || nothing_to_do) return s;
+  const cudaError_t err = run_backward(chosen, p, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess)
+    return report(EVOSDPA_ERROR_CUDA,
+                  std::string(chosen.family->name) + " backward launch failed: " + cudaGetErrorString(err));
+  return EVOSDPA_SUCCESS;
+}
+
+evosdpa_status_t evosdpa_backward_workspace_size(const evosdpa_params_t* params, const char* kernel, size_t* bytes) {
+  if (bytes == nullptr) return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "bytes is a null pointer");
+  *bytes = 0;
+  evosdpa_params_t p;
+  Selection chosen;
+  bool nothing_to_do = false;
+  size_t workspace_bytes = 0;
+  const evosdpa_status_t s = prepare_backward(params, kernel, p, chosen, nothing_to_do, workspace_bytes, false);
+  if (s == EVOSDPA_SUCCESS) *bytes = workspace_bytes;
+  return s;
+}
+
+evosdpa_status_t evosdpa_supports_backward(const evosdpa_params_t* params, const char* kernel, const char** selected) {
+  evosdpa_params_t p;
+  Selection chosen;
+  bool nothing_to_do = false;
+  size_t workspace_bytes = 0;
+  const evosdpa_status_t s = prepare_backward(params, kernel, p, chosen, nothing_to_do, workspace_bytes, true);
   if (selected != nullptr) *selected = (s == EVOSDPA_SUCCESS && !nothing_to_do) ? chosen.family->name : nullptr;
   return s;
 }
@@ -238,6 +325,29 @@ Result supports(const Params& params, const std::string& kernel) {
   Result r;
   const char* selected = nullptr;
   r.status = evosdpa_supports(&params, kernel.c_str(), &selected);
+  if (!r.ok()) r.message = evosdpa_last_error_message();
+  if (selected != nullptr) r.kernel = selected;
+  return r;
+}
+
+Result attention_backward(const Params& params, cudaStream_t stream, const std::string& kernel) {
+  Result r;
+  r.status = evosdpa_attention_backward(&params, kernel.c_str(), stream);
+  if (!r.ok()) r.message = evosdpa_last_error_message();
+  return r;
+}
+
+Result backward_workspace_size(const Params& params, size_t& bytes, const std::string& kernel) {
+  Result r;
+  r.status = evosdpa_backward_workspace_size(&params, kernel.c_str(), &bytes);
+  if (!r.ok()) r.message = evosdpa_last_error_message();
+  return r;
+}
+
+Result supports_backward(const Params& params, const std::string& kernel) {
+  Result r;
+  const char* selected = nullptr;
+  r.status = evosdpa_supports_backward(&params, kernel.c_str(), &selected);
   if (!r.ok()) r.message = evosdpa_last_error_message();
   if (selected != nullptr) r.kernel = selected;
   return r;

@@ -50,4 +50,33 @@ cudaError_t run_kernel(const Selection& chosen, const evosdpa_params_t& p, cudaS
   return chosen.family->launch(make_kernel_params(p), p.dtype, chosen.variant, stream);
 }
 
+BackwardParams make_backward_params(const evosdpa_params_t& p) {
+  BackwardParams k{};
+  k.fwd = make_kernel_params(p);
+  k.dout = p.dout;
+  k.dq = p.dq;
+  k.dk = p.dk;
+  k.dv = p.dv;
+  k.dout_batch_stride = p.dout_batch_stride;
+  k.dout_head_stride = p.dout_head_stride;
+  k.dout_seq_stride = p.dout_seq_stride;
+  k.dq_batch_stride = p.dq_batch_stride;
+  k.dq_head_stride = p.dq_head_stride;
+  k.dq_seq_stride = p.dq_seq_stride;
+  k.dk_batch_stride = p.dk_batch_stride;
+  k.dk_head_stride = p.dk_head_stride;
+  k.dk_seq_stride = p.dk_seq_stride;
+  k.dv_batch_stride = p.dv_batch_stride;
+  k.dv_head_stride = p.dv_head_stride;
+  k.dv_seq_stride = p.dv_seq_stride;
+  k.workspace = p.workspace;
+  k.heads_kv = static_cast<int>(p.heads_kv);
+  k.fast = p.backward_mode == EVOSDPA_BACKWARD_FAST;
+  return k;
+}
+
+cudaError_t run_backward(const Selection& chosen, const evosdpa_params_t& p, cudaStream_t stream) {
+  return chosen.family->backward->launch(make_backward_params(p), p.dtype, chosen.variant, stream);
+}
+
 }  // namespace evosdpa::detail

@@ -29,8 +29,10 @@ Check check_code_for_device(const KernelFamily& f, const DeviceInfo& dev) {
   return fail(EVOSDPA_ERROR_CUDA, std::string(f.name) + ": cannot query its kernel image (" + why + ")");
 }
 
-Selection try_family(const KernelFamily& f, const evosdpa_params_t& p, const DeviceInfo& dev) {
-  FamilySupport s = f.supports(p, dev);
+Selection try_family(const KernelFamily& f, const evosdpa_params_t& p, const DeviceInfo& dev, Pass pass) {
+  if (pass == Pass::kBackward && f.backward == nullptr)
+    return {fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(f.name) + ": has no backward pass")};
+  FamilySupport s = pass == Pass::kForward ? f.supports(p, dev) : f.backward->supports(p, dev);
   // The family's own refusal first: it is more specific, and the runtime probe is then not needed.
   if (s.check.ok()) s.check = check_code_for_device(f, dev);
   if (!s.check.ok()) return {std::move(s.check)};
@@ -51,19 +53,19 @@ Check check_kernel_name(const char* requested, FamilyTable families) {
 }
 
 Selection select_kernel(const evosdpa_params_t& p, const DeviceInfo& dev, const char* requested,
-                        FamilyTable families) {
+                        FamilyTable families, Pass pass) {
   if (Check c = check_kernel_name(requested, families); !c.ok()) return {c};
-  if (Check c = validate_params(p); !c.ok()) return {c};
+  if (Check c = pass == Pass::kForward ? validate_params(p) : validate_backward_params(p); !c.ok()) return {c};
   if (dev.cc_major < 8)
     return {fail(EVOSDPA_ERROR_DEVICE, "device " + std::to_string(dev.ordinal) + " has compute capability " +
                                            std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor) +
                                            "; evosdpa needs 8.0 (sm_80) or newer")};
-  if (!is_auto(requested)) return try_family(*find_family(requested, families), p, dev);
+  if (!is_auto(requested)) return try_family(*find_family(requested, families), p, dev, pass);
   std::string reasons;
   Selection passed_over;  // the first family that supports the call but left it to a later one
   for (const KernelFamily* f : families) {
-    Selection s = try_family(*f, p, dev);
-    if (s.check.ok() && f->auto_prefers != nullptr && !f->auto_prefers(p, dev)) {
+    Selection s = try_family(*f, p, dev, pass);
+    if (s.check.ok() && pass == Pass::kForward && f->auto_prefers != nullptr && !f->auto_prefers(p, dev)) {
       if (passed_over.family == nullptr) passed_over = std::move(s);
       continue;
     }

@@ -17,6 +17,10 @@ bool is_auto(const char* requested);
 // INVALID_ARGUMENT naming the known kernels when `requested` is neither automatic nor a family's name.
 Check check_kernel_name(const char* requested, FamilyTable families = registry());
 
+// Which call is being served: the forward (KernelFamily::supports) or the backward
+// (KernelFamily::backward, validated by validate_backward_params).
+enum class Pass { kForward, kBackward };
+
 struct Selection {
   Check check;
   const KernelFamily* family = nullptr;  // set when check is ok
@@ -27,8 +31,9 @@ struct Selection {
 // family ("auto", "" or nullptr for the first of `families` that supports the call). A family supports
 // a call when its supports() says so and the build holds code for the device (KernelFamily::cuda_archs,
 // or its probe_image on a real device when the list cannot tell). `families` is the registry except in
-// tests that make a family up.
+// tests that make a family up. For the backward pass a family without one refuses with NOT_SUPPORTED,
+// and auto_prefers (a forward measurement) is not consulted.
 Selection select_kernel(const evosdpa_params_t& p, const DeviceInfo& dev, const char* requested,
-                        FamilyTable families = registry());
+                        FamilyTable families = registry(), Pass pass = Pass::kForward);
 
 }  // namespace evosdpa::detail

@@ -3,17 +3,24 @@ set(EVOSDPA_SOURCES
   src/api.cpp
   src/accuracy.cpp
   src/validation.cpp
+  src/validation_backward.cpp
   src/selection.cpp
   src/dispatch.cpp
   src/kernels/registry.cpp
   src/kernels/cuda_archs.cpp
   src/kernels/reference/reference.cu
+  src/kernels/reference/reference_backward.cu
   src/kernels/mma/mma_family.cpp
   src/kernels/mma/mma_dispatch.cu
   src/kernels/mma/inst/mma_fp16_d64.cu
   src/kernels/mma/inst/mma_fp16_d128.cu
   src/kernels/mma/inst/mma_bf16_d64.cu
   src/kernels/mma/inst/mma_bf16_d128.cu
+  src/kernels/mma/bwd/bwd_dispatch.cu
+  src/kernels/mma/bwd/inst/mma_bwd_fp16_d64.cu
+  src/kernels/mma/bwd/inst/mma_bwd_fp16_d128.cu
+  src/kernels/mma/bwd/inst/mma_bwd_bf16_d64.cu
+  src/kernels/mma/bwd/inst/mma_bwd_bf16_d128.cu
   src/kernels/wgmma/wgmma_family.cpp
   src/kernels/wgmma/tma_map.cpp
   src/kernels/mma_fp8/mma_fp8_family.cpp

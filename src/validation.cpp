@@ -11,33 +11,6 @@
 namespace evosdpa::detail {
 namespace {
 
-// Largest element offset of a tensor; nullopt if it does not fit in int64.
-std::optional<int64_t> max_offset(const TensorView& t) {
-  __int128 off = 0;
-  for (int d = 0; d < 4; ++d) off += static_cast<__int128>(t.sizes[d] - 1) * t.strides[d];
-  if (off > INT64_MAX) return std::nullopt;
-  return static_cast<int64_t>(off);
-}
-
-// True when two different indices of the tensor address the same element: with the dims of size > 1
-// sorted by stride, each stride must exceed the span of all smaller ones.
-bool self_overlapping(const TensorView& t) {
-  std::array<int, 4> order{0, 1, 2, 3};
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return t.strides[a] < t.strides[b]; });
-  __int128 span = 0;
-  for (int d : order) {
-    if (t.sizes[d] <= 1) continue;
-    if (t.strides[d] <= span) return true;
-    span += static_cast<__int128>(t.sizes[d] - 1) * t.strides[d];
-  }
-  return false;
-}
-
-std::string hex(uintptr_t x) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(x));
-  return buf;
-}
 
 std::string dtype_string(evosdpa_dtype_t d) {
   switch (d) {
@@ -99,6 +72,49 @@ Check check_fp8_fields(const evosdpa_params_t& p) {
 }
 
 }  // namespace
+
+// Largest element offset of a tensor; nullopt if it does not fit in int64.
+std::optional<int64_t> max_offset(const TensorView& t) {
+  __int128 off = 0;
+  for (int d = 0; d < 4; ++d) off += static_cast<__int128>(t.sizes[d] - 1) * t.strides[d];
+  if (off > INT64_MAX) return std::nullopt;
+  return static_cast<int64_t>(off);
+}
+
+// True when two different indices of the tensor address the same element: with the dims of size > 1
+// sorted by stride, each stride must exceed the span of all smaller ones.
+bool self_overlapping(const TensorView& t) {
+  std::array<int, 4> order{0, 1, 2, 3};
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  __int128 span = 0;
+  for (int d : order) {
+    if (t.sizes[d] <= 1) continue;
+    if (t.strides[d] <= span) return true;
+    span += static_cast<__int128>(t.sizes[d] - 1) * t.strides[d];
+  }
+  return false;
+}
+
+std::string hex(uintptr_t x) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+Check check_tensor(const TensorView& t, size_t elem_bytes) {
+  for (int d = 0; d < 3; ++d)
+    if (t.strides[d] < 0)
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " " + kDimNames[d] +
+                                                      " stride is negative (" + std::to_string(t.strides[d]) + ")");
+  if (t.empty()) return {};
+  if (t.ptr == nullptr) return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " is a null pointer");
+  if (reinterpret_cast<uintptr_t>(t.ptr) % elem_bytes != 0)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " is not aligned to its " +
+                                                    std::to_string(elem_bytes) + "-byte element size");
+  if (!max_offset(t))
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " strides overflow a 64-bit offset");
+  return {};
+}
 
 evosdpa_dtype_t output_dtype(const evosdpa_params_t& p) {
   return p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? p.o_dtype : p.dtype;
@@ -170,7 +186,7 @@ bool head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim ==
 
 bool has_no_queries(const evosdpa_params_t& p) { return p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0; }
 
-Check validate_params(const evosdpa_params_t& p) {
+Check validate_common(const evosdpa_params_t& p) {
   if (input_elem_bytes(p) == 0)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
                 "dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not an evosdpa_dtype_t value");
@@ -207,20 +223,14 @@ Check validate_params(const evosdpa_params_t& p) {
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite (NaN asks for 1/sqrt(head_dim))");
 
   const std::array<TensorView, 4> ts = tensors(p);
-  for (const TensorView& t : ts) {
-    const size_t elem = &t == &ts[3] ? output_elem_bytes(p) : input_elem_bytes(p);
-    for (int d = 0; d < 3; ++d)
-      if (t.strides[d] < 0)
-        return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " " + kDimNames[d] +
-                                                        " stride is negative (" + std::to_string(t.strides[d]) + ")");
-    if (t.empty()) continue;
-    if (t.ptr == nullptr) return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " is a null pointer");
-    if (reinterpret_cast<uintptr_t>(t.ptr) % elem != 0)
-      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " is not aligned to its " +
-                                                      std::to_string(elem) + "-byte element size");
-    if (!max_offset(t))
-      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, std::string(t.name) + " strides overflow a 64-bit offset");
-  }
+  for (const TensorView& t : ts)
+    if (Check c = check_tensor(t, &t == &ts[3] ? output_elem_bytes(p) : input_elem_bytes(p)); !c.ok()) return c;
+  return {};
+}
+
+Check validate_params(const evosdpa_params_t& p) {
+  if (Check c = validate_common(p); !c.ok()) return c;
+  const std::array<TensorView, 4> ts = tensors(p);
   const TensorView& o = ts[3];
   if (!o.empty() && self_overlapping(o))
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,

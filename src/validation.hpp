@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "evosdpa/evosdpa.h"
@@ -34,8 +35,13 @@ bool head_dim_supported(int64_t head_dim);
 // Whether a problem has no output rows at all (nothing to launch).
 bool has_no_queries(const evosdpa_params_t& p);
 
-// Validate a normalised struct.
+// Validate a normalised struct for the forward call: validate_common, then O's and lse's rules as
+// outputs (no self-overlap, no byte shared with an input or each other).
 Check validate_params(const evosdpa_params_t& p);
+
+// What both passes check: enums, sizes, head_dim, the FP8 fields, and q, k, v, o as tensors
+// (check_tensor).
+Check validate_common(const evosdpa_params_t& p);
 
 // One tensor of the call as [batch, heads, seq, head_dim] with element strides (head_dim contiguous).
 struct TensorView {
@@ -63,9 +69,42 @@ struct ByteSpan {
 };
 ByteSpan byte_span(const TensorView& t, size_t elem_bytes);
 
+// Largest element offset of a tensor; nullopt if it does not fit in int64.
+std::optional<int64_t> max_offset(const TensorView& t);
+// True when two different indices of the tensor address the same element.
+bool self_overlapping(const TensorView& t);
+// "0x..." for messages.
+std::string hex(uintptr_t x);
+// Non-negative strides, and, when the tensor has elements: a pointer, element alignment, offsets that
+// fit in 64 bits.
+Check check_tensor(const TensorView& t, size_t elem_bytes);
+
 // A kernel family's alignment rule for chunked copies: every non-empty tensor starts on a `bytes`
 // boundary and its strides (of dims longer than 1) are multiples of `bytes`, in its own elements.
 // The message names the tensor, dimension and values, without the family's prefix.
 Check check_row_alignment(const evosdpa_params_t& p, int64_t bytes);
+
+// ---- The backward pass (validation_backward.cpp) ----
+
+// The workspace's alignment: its float32 arrays are read and written in 16-byte vectors.
+inline constexpr size_t kWorkspaceAlignment = 16;
+
+// dout, dq, dk, dv in that order (dout and dq have Q's shape, dk and dv K's).
+std::array<TensorView, 4> backward_tensors(const evosdpa_params_t& p);
+
+// Whether there is no gradient to write at all (no dQ row and no dK/dV row). seqlen_q == 0 alone is
+// work: dK and dV are then zero-filled.
+bool backward_has_no_work(const evosdpa_params_t& p);
+
+// Everything but the workspace: validate_common, a 16-bit dtype, the mode, dout/dq/dk/dv as tensors,
+// the lse it reads, no self-overlapping gradient, and no gradient sharing a byte with an input or
+// another gradient.
+Check validate_backward_params(const evosdpa_params_t& p);
+
+// The workspace a family needs, `needed` bytes: big enough, aligned, and sharing no byte with a tensor.
+Check check_workspace(const evosdpa_params_t& p, size_t needed);
+
+// check_row_alignment over q, k, v, o and dout, dq, dk, dv.
+Check check_backward_row_alignment(const evosdpa_params_t& p, int64_t bytes);
 
 }  // namespace evosdpa::detail

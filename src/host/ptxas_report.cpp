@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/mma/mma_config.hpp"
 #include "kernels/mma_fp8/mma_fp8_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
@@ -30,11 +31,34 @@ void from_table(KernelResources& k, int row, const Table& table, int count) {
   k.dynamic_smem_bytes = table[row].smem_bytes();
 }
 
+// mma_sm80's backward kernels: the dK/dV and dQ kernels name a row of kBwdConfigs; the elementwise
+// passes have a fixed block.
+void fill_backward_shape(KernelResources& k) {
+  namespace m80 = detail::mma_sm80;
+  if (k.function.find("bwd_prepass_kernel") != std::string::npos ||
+      k.function.find("bwd_dq_convert_kernel") != std::string::npos) {
+    k.threads_per_block = m80::kPrepassThreads;
+    return;
+  }
+  std::smatch m;
+  if (!std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) return;
+  const int row = std::stoi(m[1]);
+  if (row < 0 || row >= m80::kBwdConfigCount) return;
+  k.threads_per_block = m80::kBwdConfigs[row].threads();
+  k.dynamic_smem_bytes = k.function.find("bwd_dkdv_kernel") != std::string::npos
+                             ? m80::kBwdConfigs[row].dkdv_smem_bytes(m80::kElemBytes)
+                             : m80::kBwdConfigs[row].dq_smem_bytes(m80::kElemBytes);
+}
+
 // Threads and dynamic shared memory of our kernels, recovered from the mangled name: attention_kernel's
 // template arguments name the tile-table row (the integer one).
 void fill_launch_shape(KernelResources& k) {
-  if (k.function.find("reference_kernel") != std::string::npos) {
+  if (k.function.find("reference_") != std::string::npos) {  // reference_kernel and its backward's
     k.threads_per_block = 128;
+    return;
+  }
+  if (k.function.find("mma_sm80") != std::string::npos && k.function.find("bwd_") != std::string::npos) {
+    fill_backward_shape(k);
     return;
   }
   std::smatch m;

@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "evosdpa/evosdpa.h"
+#include "kernels/backward_params.hpp"
 #include "kernels/kernel_params.hpp"
 #include "validation.hpp"
 
@@ -30,6 +31,15 @@ struct FamilySupport {
   int variant = 0;  // the family's own choice among its instantiations, handed back to launch
 };
 
+// A family's backward pass (evosdpa_attention_backward), chosen by the same selection as its forward.
+struct BackwardEntry {
+  // As KernelFamily::supports, for the backward call (validated by validate_backward_params).
+  FamilySupport (*supports)(const evosdpa_params_t& p, const DeviceInfo& dev);
+  // Workspace bytes the variant needs for these arguments.
+  size_t (*workspace_bytes)(const evosdpa_params_t& p, int variant);
+  cudaError_t (*launch)(const BackwardParams& k, evosdpa_dtype_t dtype, int variant, cudaStream_t stream);
+};
+
 struct KernelFamily {
   const char* name;
   // The CMake CUDA_ARCHITECTURES the family's kernels were compiled for, entries separated by ',' or ';'
@@ -49,6 +59,8 @@ struct KernelFamily {
   // in the table that measured faster there (nullptr: always take it). A family passed over still runs
   // by name, and "auto" comes back to it when no later family supports the call.
   bool (*auto_prefers)(const evosdpa_params_t& p, const DeviceInfo& dev);
+  // The family's backward pass; nullptr when it has none.
+  const BackwardEntry* backward = nullptr;
 };
 
 // Families in selection order, fastest first: "auto" takes the first that supports the call.

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "host/ptxas_report.hpp"
+#include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/mma/mma_config.hpp"
 #include "kernels/mma_fp8/mma_fp8_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
@@ -21,14 +22,20 @@ namespace {
 TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   const auto kernels = load_ptxas_logs(EVOSDPA_PTXAS_LOG_DIR);
   ASSERT_FALSE(kernels.empty()) << "no ptxas output in " << EVOSDPA_PTXAS_LOG_DIR;
-  std::set<std::string> mma, wgmma, fp8;
+  std::set<std::string> mma, mma_bwd, wgmma, fp8;
   for (const auto& k : kernels) {
-    if (k.function.find("mma_sm80") != std::string::npos) mma.insert(k.function);
+    const bool m80 = k.function.find("mma_sm80") != std::string::npos;
+    if (m80 && k.function.find("bwd_") == std::string::npos) mma.insert(k.function);
+    if (m80 && k.function.find("bwd_") != std::string::npos) mma_bwd.insert(k.function);
     if (k.function.find("mma_fp8") != std::string::npos) fp8.insert(k.function);
     if (k.function.find("wgmma_sm90") != std::string::npos && k.arch == "sm_90a") wgmma.insert(k.function);
   }
   EXPECT_EQ(mma.size(), 2u * evosdpa::detail::mma_sm80::kConfigCount)
       << "expected fp16 and bf16 instantiations of every tile-table row";
+  // Per backward row, fp16 and bf16: the pre-pass, dK/dV with and without the dQ atomics, dQ, the FAST
+  // mode's dQ conversion.
+  EXPECT_EQ(mma_bwd.size(), 2u * 5u * evosdpa::detail::mma_sm80::kBwdConfigCount)
+      << "expected fp16 and bf16 instantiations of every backward kernel and row";
   EXPECT_EQ(fp8.size(), 2u * evosdpa::detail::mma_fp8::kConfigCount)
       << "expected fp16- and bf16-output instantiations of every FP8 tile-table row";
   // Per Hopper row, fp16 and bf16, a persistent kernel and (rows that split rows, not keys) a cluster one.

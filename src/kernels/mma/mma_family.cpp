@@ -1,9 +1,13 @@
 // The sm_80 tensor-core family in the registry: what it supports (a tile-table row for the head_dim,
 // shared memory, alignment, grid size) and its entry points.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "kernels/family.hpp"
+#include "kernels/mma/bwd/bwd_config.hpp"
+#include "kernels/mma/bwd/bwd_dispatch.hpp"
+#include "kernels/mma/bwd/bwd_workspace.hpp"
 #include "kernels/mma/mma_config.hpp"
 #include "kernels/mma/mma_dispatch.hpp"
 
@@ -48,9 +52,39 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return {{}, variant};
 }
 
+FamilySupport backward_supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  const std::string who = "mma_sm80 backward: ";
+  const auto refuse = [](std::string message) {
+    return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::move(message))};
+  };
+  // validate_backward_params admits fp16 and bf16 only, the instantiations of inst/.
+  const int variant = mma_sm80::bwd_config_index(static_cast<int>(p.head_dim));
+  if (variant < 0) return refuse(who + "no configuration for head_dim " + std::to_string(p.head_dim));
+  const mma_sm80::BwdConfig& cfg = mma_sm80::kBwdConfigs[variant];
+  const long long smem = std::max(cfg.dkdv_smem_bytes(mma_sm80::kElemBytes), cfg.dq_smem_bytes(mma_sm80::kElemBytes));
+  if (smem > dev.max_smem_per_block_optin)
+    return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+                  std::to_string(dev.max_smem_per_block_optin));
+  if (const Check c = check_backward_row_alignment(p, kChunkBytes); !c.ok()) return refuse(who + c.message);
+  // Every factor is below 2^31, but their product can pass 2^63.
+  const __int128 q_blocks = static_cast<__int128>((p.seqlen_q + cfg.block_m - 1) / cfg.block_m) * p.batch * p.heads_q;
+  const __int128 k_blocks = static_cast<__int128>((p.seqlen_k + cfg.block_n - 1) / cfg.block_n) * p.batch * p.heads_kv;
+  const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
+  if (q_blocks > kMaxGridX || k_blocks > kMaxGridX || rows > kMaxGridX)
+    return refuse(who + "batch * heads * seqlen exceeds 2^31-1 rows or blocks");
+  return {{}, variant};
+}
+
+size_t backward_workspace_bytes(const evosdpa_params_t& p, int /*variant: the same layout for every row*/) {
+  return static_cast<size_t>(mma_sm80::bwd_workspace_bytes(p.batch * p.heads_q * p.seqlen_q, p.head_dim,
+                                                           p.backward_mode == EVOSDPA_BACKWARD_FAST));
+}
+
+const BackwardEntry kBackward = {backward_supports, backward_workspace_bytes, mma_sm80::launch_backward_variant};
+
 }  // namespace
 
 extern const KernelFamily kMmaSm80Family = {"mma_sm80", EVOSDPA_CUDA_ARCHS, supports, mma_sm80::launch_variant,
-                                            mma_sm80::probe_image, nullptr};
+                                            mma_sm80::probe_image, nullptr, &kBackward};
 
 }  // namespace evosdpa::detail

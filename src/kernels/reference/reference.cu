@@ -160,7 +160,9 @@ cudaError_t probe_image() {
 
 }  // namespace
 
-extern const KernelFamily kReferenceFamily = {"reference", EVOSDPA_CUDA_ARCHS, supports, launch_dtype, probe_image,
-                                             nullptr};
+extern const BackwardEntry kReferenceBackward;  // reference_backward.cu
+
+extern const KernelFamily kReferenceFamily = {"reference", EVOSDPA_CUDA_ARCHS, supports,         launch_dtype,
+                                             probe_image, nullptr,           &kReferenceBackward};
 
 }  // namespace evosdpa::detail
