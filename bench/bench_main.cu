@@ -1,5 +1,6 @@
 // evosdpa-bench: times evosdpa kernels with CUDA events after warm-up and verifies each against the
-// float64 CPU reference first. With no arguments: the default shape B=1 H=8 L=512 D=64 fp16.
+// float64 CPU reference first. With no arguments: the default shape B=1 H=8 L=512 D=64 fp16, forward.
+// --pass bwd times the backward alone and --pass fwdbwd a forward then a backward.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_options.hpp"
@@ -22,6 +24,7 @@
 #endif
 #include "evosdpa/evosdpa.hpp"
 #include "host/accuracy_check.hpp"
+#include "host/backward_check.hpp"
 
 #include "git_commit.hpp"  // EVOSDPA_GIT_COMMIT, written at build time
 
@@ -73,7 +76,48 @@ struct Buffers {
   uint16_t* o = nullptr;                          // fp16/bf16 (bf16 for FP8 inputs)
   float* lse = nullptr;
   float* descale = nullptr;  // FP8 inputs: q, k, v's descales (one per tensor), else nullptr
+  // Passes with a backward: dO (read) and dQ, dK, dV (written), 16-bit BHSD like Q, K and V.
+  void *dout = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
 };
+
+int64_t q_elems(const BenchShape& s) { return s.batch * s.heads * s.seqlen_q * s.head_dim; }
+int64_t kv_elems(const BenchShape& s) { return s.batch * s.heads * s.seqlen_k * s.head_dim; }
+
+// Input set `index` of shape s, with values of its own, and the tensors `pass` needs.
+Buffers make_set(const BenchShape& s, Pass pass, int index) {
+  const int64_t in_bytes = static_cast<int64_t>(evosdpa_dtype_size(s.dtype));
+  const int64_t nq = std::max<int64_t>(q_elems(s), 1), nkv = std::max<int64_t>(kv_elems(s), 1);
+  Buffers b;
+  CHECK_CUDA(cudaMalloc(&b.q, nq * in_bytes));
+  CHECK_CUDA(cudaMalloc(&b.k, nkv * in_bytes));
+  CHECK_CUDA(cudaMalloc(&b.v, nkv * in_bytes));
+  CHECK_CUDA(cudaMalloc(&b.o, nq * 2));
+  CHECK_CUDA(cudaMalloc(&b.lse, std::max<int64_t>(s.batch * s.heads * s.seqlen_q, 1) * 4));
+  if (s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3) {
+    const float descales[3] = {kFp8Descale, kFp8Descale, kFp8Descale};
+    CHECK_CUDA(cudaMalloc(&b.descale, sizeof descales));
+    CHECK_CUDA(cudaMemcpy(b.descale, descales, sizeof descales, cudaMemcpyHostToDevice));
+  }
+  fill_random<<<1024, 256>>>(b.q, q_elems(s), 1000003ull * (3 * index + 1), s.dtype);
+  fill_random<<<1024, 256>>>(b.k, kv_elems(s), 1000003ull * (3 * index + 2), s.dtype);
+  fill_random<<<1024, 256>>>(b.v, kv_elems(s), 1000003ull * (3 * index + 3), s.dtype);
+  if (pass != Pass::Fwd) {
+    CHECK_CUDA(cudaMalloc(&b.dout, nq * 2));
+    CHECK_CUDA(cudaMalloc(&b.dq, nq * 2));
+    CHECK_CUDA(cudaMalloc(&b.dk, nkv * 2));
+    CHECK_CUDA(cudaMalloc(&b.dv, nkv * 2));
+    fill_random<<<1024, 256>>>(b.dout, q_elems(s), 0x5EEDD0ull + index, s.dtype);  // a stream apart from Q, K, V's
+  }
+  CHECK_CUDA(cudaGetLastError());
+  return b;
+}
+
+void free_set(Buffers& b) {
+  for (void* p : {b.q, b.k, b.v, static_cast<void*>(b.o), static_cast<void*>(b.lse), static_cast<void*>(b.descale),
+                  b.dout, b.dq, b.dk, b.dv})
+    cudaFree(p);
+  b = Buffers{};
+}
 
 // O's element type.
 evosdpa_dtype_t output_dtype(const BenchShape& s) {
@@ -119,6 +163,157 @@ evosdpa_params_t make_params(const BenchShape& s, const Buffers& b) {
     p.v_descale = b.descale + 2;
   }
   return p;
+}
+
+// The backward's arguments: the forward's, with dO, the gradients, the workspace and the mode.
+evosdpa_params_t backward_params(const BenchShape& s, const Buffers& b, evosdpa_backward_mode_t mode,
+                                 void* workspace, size_t workspace_bytes) {
+  evosdpa_params_t p = make_params(s, b);  // BHSD strides for every tensor, the backward's included
+  p.dout = b.dout;
+  p.dq = b.dq;
+  p.dk = b.dk;
+  p.dv = b.dv;
+  p.workspace = workspace;
+  p.workspace_size = workspace_bytes;
+  p.backward_mode = mode;
+  return p;
+}
+
+// How one row runs: the timed call, and what runs once on every input set before verification and timing.
+struct Runner {
+  std::string ran = "-";  // the kernel(s) that run
+  std::string error;      // why it cannot run (then launch is empty)
+  Launcher launch;
+  Launcher prepare;          // the backward pass: the forward that makes the O and lse it reads; else empty
+  bool e4m3_output = false;  // see ResultRow
+};
+
+Runner cannot_run(std::string why, std::string ran = "-") {
+  Runner r;
+  r.ran = std::move(ran);
+  r.error = std::move(why);
+  return r;
+}
+
+// a, then b, as one call.
+Launcher then(Launcher a, Launcher b) {
+  return [a = std::move(a), b = std::move(b)](const Buffers& buf, cudaStream_t st) {
+    const std::string err = a(buf, st);
+    return err.empty() ? b(buf, st) : err;
+  };
+}
+
+Runner forward_runner(const BenchShape& s, const Buffers& probe, const std::string& kernel) {
+  const auto sup = evosdpa::supports(make_params(s, probe), kernel);
+  if (!sup.ok()) return cannot_run(sup.message);
+  Runner r;
+  r.ran = sup.kernel;
+  r.launch = [&s, kernel](const Buffers& b, cudaStream_t st) {
+    const auto res = evosdpa::attention_forward(make_params(s, b), st, kernel);
+    return res.ok() ? std::string() : res.message;
+  };
+  return r;
+}
+
+// The workspace is sized and allocated once for the shape, kernel and mode, and lives as long as the launcher.
+Runner backward_runner(const BenchShape& s, const Buffers& probe, const std::string& kernel,
+                       evosdpa_backward_mode_t mode) {
+  size_t bytes = 0;
+  const auto size = evosdpa::backward_workspace_size(backward_params(s, probe, mode, nullptr, 0), bytes, kernel);
+  if (!size.ok()) return cannot_run(size.message);
+  void* raw = nullptr;
+  if (bytes > 0) {
+    CHECK_CUDA(cudaMalloc(&raw, bytes));  // 256-byte aligned, beyond the 16 the ABI asks
+    // Not zeros, which fresh memory often is: a kernel that relies on an initialised workspace fails verification.
+    CHECK_CUDA(cudaMemset(raw, 0xff, bytes));
+  }
+  const std::shared_ptr<void> workspace(raw, [](void* p) { cudaFree(p); });
+  const auto sup = evosdpa::supports_backward(backward_params(s, probe, mode, raw, bytes), kernel);
+  if (!sup.ok()) return cannot_run(sup.message);
+  Runner r;
+  r.ran = sup.kernel;
+  r.launch = [&s, kernel, mode, workspace, bytes](const Buffers& b, cudaStream_t st) {
+    const auto res = evosdpa::attention_backward(backward_params(s, b, mode, workspace.get(), bytes), st, kernel);
+    return res.ok() ? std::string() : res.message;
+  };
+  return r;
+}
+
+Runner evosdpa_runner(const BenchShape& s, const Buffers& probe, const std::string& kernel, const Options& o) {
+  if (o.pass == Pass::Fwd) return forward_runner(s, probe, kernel);
+  const bool bwd_only = o.pass == Pass::Bwd;
+  // bwd: O and lse as a user's forward makes them, with the default kernel, whichever backward is timed.
+  const Runner fwd = forward_runner(s, probe, bwd_only ? "auto" : kernel);
+  if (!fwd.error.empty())
+    return cannot_run((bwd_only ? "the forward that makes O and lse: " : "forward: ") + fwd.error);
+  Runner bwd = backward_runner(s, probe, kernel, o.bwd_mode);
+  if (!bwd.error.empty()) return bwd_only ? bwd : cannot_run("backward: " + bwd.error);
+  if (bwd_only) {
+    bwd.prepare = fwd.launch;
+    return bwd;
+  }
+  Runner r;
+  r.ran = fwd.ran == bwd.ran ? fwd.ran : fwd.ran + "+" + bwd.ran;
+  r.launch = then(fwd.launch, bwd.launch);
+  return r;
+}
+
+// The direct cuDNN peer, made once when "cudnn" is among the kernels; why_not says why it is missing.
+struct CudnnPeer {
+#ifdef EVOSDPA_HAVE_CUDNN_PEER
+  std::unique_ptr<evosdpa::bench::CudnnSdpa> sdpa;
+#endif
+  std::string why_not;
+};
+
+CudnnPeer make_cudnn_peer(const std::vector<std::string>& kernels) {
+  CudnnPeer peer;
+#ifdef EVOSDPA_HAVE_CUDNN_PEER
+  if (std::find(kernels.begin(), kernels.end(), "cudnn") != kernels.end())
+    peer.sdpa = evosdpa::bench::CudnnSdpa::create(peer.why_not);
+#else
+  (void)kernels;
+  peer.why_not = "evosdpa-bench was built without cudnn_frontend headers";
+#endif
+  return peer;
+}
+
+#ifdef EVOSDPA_HAVE_CUDNN_PEER
+evosdpa::bench::CudnnTensors cudnn_tensors(const Buffers& b) {
+  evosdpa::bench::CudnnTensors t;
+  t.q = b.q, t.k = b.k, t.v = b.v, t.o = b.o, t.stats = b.lse, t.descales = b.descale;
+  t.dout = b.dout, t.dq = b.dq, t.dk = b.dk, t.dv = b.dv;
+  return t;
+}
+#endif
+
+// cuDNN's passes as evosdpa's: its backward reads the O and stats (its lse) of its own forward.
+Runner cudnn_runner(CudnnPeer& peer, const BenchShape& s, const Options& o) {
+  std::string why = peer.why_not;
+#ifdef EVOSDPA_HAVE_CUDNN_PEER
+  // FP8: cuDNN's Hopper engines write O in E4M3 (ours: bf16); scaled by 1 / kFp8Descale, |O| <= 3.46
+  // (a weighted mean of V) fills E4M3's range.
+  evosdpa::bench::CudnnSdpa* sdpa = peer.sdpa.get();
+  if (sdpa && sdpa->prepare(s, o.pass, o.bwd_mode, 1.f / kFp8Descale, why)) {
+    const Launcher forward = [sdpa](const Buffers& b, cudaStream_t st) {
+      std::string err;
+      return sdpa->forward(cudnn_tensors(b), st, err) ? std::string() : err;
+    };
+    const Launcher backward = [sdpa](const Buffers& b, cudaStream_t st) {
+      std::string err;
+      return sdpa->backward(cudnn_tensors(b), st, err) ? std::string() : err;
+    };
+    Runner r;
+    r.ran = "cudnn";
+    r.e4m3_output = s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
+    r.launch = o.pass == Pass::Fwd ? forward : o.pass == Pass::Bwd ? backward : then(forward, backward);
+    if (o.pass == Pass::Bwd) r.prepare = forward;
+    return r;
+  }
+#else
+  (void)s, (void)o;
+#endif
+  return cannot_run("cuDNN peer unavailable: " + why, "cudnn");
 }
 
 std::vector<float> download(const void* d, int64_t n, evosdpa_dtype_t dtype) {
@@ -192,6 +387,91 @@ void verify(ResultRow& row, const Buffers& b, const Launcher& launch) {
                 step > 1 ? " (sampled)" : "", row.e4m3_output ? " (E4M3 O)" : "");
   row.verify = buf;
   if (!v.pass) row.ok = false;
+}
+
+// Every row_step-th query row (dQ) and key (dK, dV) of every head, and the last, are checked. A step of
+// work / 2.5e8 bounds the float64 backward and the baseline to seconds per shape: 2 s each on 2 cores at
+// B1 H32 L16384 D64 (step 2200: 9 rows and 9 keys of each head), less at the fa3 grid's other points.
+int64_t backward_row_step(const BenchShape& s) {
+  const double work = static_cast<double>(s.batch) * s.heads * s.seqlen_q * s.seqlen_k * s.head_dim;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(work / 2.5e8)));
+}
+
+// What the backward read (set 0's inputs, dO, and O and lse as the forward before it stored them) and
+// the float64 gradients and baseline errors from them (host/backward_check.hpp).
+evosdpa::host::BackwardExpected backward_expected(const evosdpa::host::Shape& hs, evosdpa_dtype_t dtype,
+                                                  const Buffers& b, int64_t step) {
+  using namespace evosdpa::host;
+  BackwardInputs in;
+  in.q = download(b.q, hs.q_elems(), dtype);
+  in.k = download(b.k, hs.kv_elems(), dtype);
+  in.v = download(b.v, hs.kv_elems(), dtype);
+  in.dout = download(b.dout, hs.q_elems(), dtype);
+  in.o = download(b.o, hs.q_elems(), dtype);
+  in.lse.resize(static_cast<size_t>(hs.rows()));
+  CHECK_CUDA(cudaMemcpy(in.lse.data(), b.lse, hs.rows() * sizeof(float), cudaMemcpyDeviceToHost));
+  return backward_expected_from(hs, dtype, std::move(in), step);
+}
+
+// Run the call once on set 0 (bwd: the backward on the prepared O and lse; fwdbwd: the forward, then the
+// backward on what it stored) and check dQ, dK and dV against float64 under the accuracy contract, as
+// the tests do: every element finite, the sampled rows and keys within the rule. row.max_err and row.tol
+// are those of the gradient nearest its bound.
+void verify_backward(ResultRow& row, const Buffers& b, const Launcher& launch) {
+  using namespace evosdpa::host;
+  const BenchShape& s = row.shape;
+  Shape hs;
+  hs.batch = s.batch, hs.heads_q = hs.heads_kv = s.heads, hs.seqlen_q = s.seqlen_q, hs.seqlen_k = s.seqlen_k;
+  hs.head_dim = s.head_dim, hs.causal = s.causal;
+  // All bits set is a NaN in fp16 and bf16: an element the call does not write fails.
+  CHECK_CUDA(cudaMemset(b.dq, 0xff, hs.q_elems() * 2));
+  CHECK_CUDA(cudaMemset(b.dk, 0xff, hs.kv_elems() * 2));
+  CHECK_CUDA(cudaMemset(b.dv, 0xff, hs.kv_elems() * 2));
+  const std::string err = launch(b, nullptr);
+  if (!err.empty()) {
+    row.ok = false;
+    row.error = err;
+    return;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const int64_t step = backward_row_step(s);
+  const BackwardExpected e = backward_expected(hs, s.dtype, b, step);
+  Gradients got;
+  got.dq = download(b.dq, hs.q_elems(), s.dtype);
+  got.dk = download(b.dk, hs.kv_elems(), s.dtype);
+  got.dv = download(b.dv, hs.kv_elems(), s.dtype);
+  const BackwardVerdict v = check_backward(hs, s.dtype, e, got);
+  Grad nearest = Grad::dQ;
+  for (Grad g : kGrads) {
+    const GradientVerdict& a = v.grad[static_cast<size_t>(g)];
+    const GradientVerdict& n = v.grad[static_cast<size_t>(nearest)];
+    if (a.error * n.tolerance > n.error * a.tolerance) nearest = g;  // a.error / a.tol > n.error / n.tol
+  }
+  row.max_err = v.grad[static_cast<size_t>(nearest)].error;
+  row.tol = v.grad[static_cast<size_t>(nearest)].tolerance;
+  if (!v.pass) {
+    row.ok = false;
+    row.verify = "FAIL " + v.message;
+    return;
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "PASS err %.1e tol %.1e (%s)%s", row.max_err, row.tol, grad_name(nearest),
+                step > 1 ? " (sampled)" : "");
+  row.verify = buf;
+}
+
+// Run `prepare` once on every set (the backward pass: the forward whose O and lse the backward reads).
+void prepare_sets(ResultRow& row, const std::vector<Buffers>& sets, const Launcher& prepare) {
+  if (!prepare) return;
+  for (const Buffers& b : sets) {
+    const std::string err = prepare(b, nullptr);
+    if (!err.empty()) {
+      row.ok = false;
+      row.error = "the forward that makes O and lse: " + err;
+      return;
+    }
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 void time_kernel(ResultRow& row, const std::vector<Buffers>& sets, const Options& o, const Launcher& launch_one) {
@@ -268,8 +548,18 @@ void time_kernel(ResultRow& row, const std::vector<Buffers>& sets, const Options
       break;
   }
   row.us = summarize(us);
-  row.tflops = row.shape.flops() / (row.us.median * 1e-6) / 1e12;
-  row.gbps = row.shape.bytes() / (row.us.median * 1e-6) / 1e9;
+  row.tflops = row.shape.flops(row.pass) / (row.us.median * 1e-6) / 1e12;
+  row.gbps = row.shape.bytes(row.pass) / (row.us.median * 1e-6) / 1e9;
+}
+
+// Prepare the sets, verify the call (unless --no-verify), then time it.
+void measure(ResultRow& row, const Runner& run, const std::vector<Buffers>& sets, const Options& o) {
+  prepare_sets(row, sets, run.prepare);
+  if (!row.error.empty()) return;
+  if (!o.verify) row.verify = "skipped";
+  else if (o.pass == Pass::Fwd) verify(row, sets[0], run.launch);
+  else verify_backward(row, sets[0], run.launch);
+  if (row.error.empty()) time_kernel(row, sets, o, run.launch);
 }
 
 }  // namespace
@@ -296,21 +586,17 @@ int main(int argc, char** argv) {
     o.kernels = evosdpa::kernel_names();
     o.kernels.push_back("cudnn");
   }
-  // The cuDNN peer, created once if asked for ("cudnn" in --kernel).
-#ifdef EVOSDPA_HAVE_CUDNN_PEER
-  std::unique_ptr<evosdpa::bench::CudnnSdpa> cudnn;
-  std::string cudnn_missing;
-  if (std::find(o.kernels.begin(), o.kernels.end(), "cudnn") != o.kernels.end())
-    cudnn = evosdpa::bench::CudnnSdpa::create(cudnn_missing);
-#else
-  const std::string cudnn_missing = "evosdpa-bench was built without cudnn_frontend headers";
-#endif
+  CudnnPeer cudnn = make_cudnn_peer(o.kernels);
   const DeviceInfo dev = device_info();
   std::printf("GPU %s (sm_%d%d, %d SMs, %d MHz, L2 %lld MB), driver %d, runtime %d, commit %s\n", dev.name.c_str(),
               dev.cc_major, dev.cc_minor, dev.sm_count, dev.clock_mhz, dev.l2_bytes >> 20, dev.driver, dev.runtime,
               EVOSDPA_GIT_COMMIT);
-  std::printf("timing: %d warm-up, %d timed runs, CUDA events, median%s%s\n", o.warmup, o.iters,
+  std::printf("timing: %d warm-up, %d timed runs, CUDA events, median%s%s", o.warmup, o.iters,
               o.graph ? ", CUDA-graph replay" : "", o.cold_l2 ? ", cold L2 (rotating input sets)" : "");
+  if (o.pass != Pass::Fwd)
+    std::printf("; pass %s, %s backward, FLOPs %.1fx the forward's", pass_label(o.pass), bwd_mode_label(o.bwd_mode),
+                flop_factor(o.pass));
+  std::printf("\n");
 
   Report report;
   report.gpu = dev.name;
@@ -329,84 +615,32 @@ int main(int argc, char** argv) {
   std::vector<ResultRow>& rows = report.results;
   for (size_t si = 0; si < o.shapes.size(); ++si) {
     const BenchShape& s = o.shapes[si];
-    const int64_t q_elems = s.batch * s.heads * s.seqlen_q * s.head_dim;
-    const int64_t kv_elems = s.batch * s.heads * s.seqlen_k * s.head_dim;
-    const int64_t in_bytes = static_cast<int64_t>(evosdpa_dtype_size(s.dtype));
-    const double set_bytes = static_cast<double>(in_bytes * (q_elems + 2 * kv_elems) + 2 * q_elems);
+    // The tensors of one set: a backward's reads and writes cover the forward's.
+    const double set_bytes = s.bytes(o.pass == Pass::Fwd ? Pass::Fwd : Pass::Bwd);
     const int nsets = o.cold_l2 ? std::max(2, static_cast<int>(std::ceil(3.0 * dev.l2_bytes / set_bytes))) : 1;
-    std::vector<Buffers> sets(static_cast<size_t>(nsets));
-    for (int i = 0; i < nsets; ++i) {
-      Buffers& b = sets[static_cast<size_t>(i)];
-      CHECK_CUDA(cudaMalloc(&b.q, std::max<int64_t>(q_elems, 1) * in_bytes));
-      CHECK_CUDA(cudaMalloc(&b.k, std::max<int64_t>(kv_elems, 1) * in_bytes));
-      CHECK_CUDA(cudaMalloc(&b.v, std::max<int64_t>(kv_elems, 1) * in_bytes));
-      CHECK_CUDA(cudaMalloc(&b.o, std::max<int64_t>(q_elems, 1) * 2));
-      CHECK_CUDA(cudaMalloc(&b.lse, std::max<int64_t>(s.batch * s.heads * s.seqlen_q, 1) * 4));
-      if (s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3) {
-        const float descales[3] = {kFp8Descale, kFp8Descale, kFp8Descale};
-        CHECK_CUDA(cudaMalloc(&b.descale, sizeof descales));
-        CHECK_CUDA(cudaMemcpy(b.descale, descales, sizeof descales, cudaMemcpyHostToDevice));
-      }
-      fill_random<<<1024, 256>>>(b.q, q_elems, 1000003ull * (3 * i + 1), s.dtype);
-      fill_random<<<1024, 256>>>(b.k, kv_elems, 1000003ull * (3 * i + 2), s.dtype);
-      fill_random<<<1024, 256>>>(b.v, kv_elems, 1000003ull * (3 * i + 3), s.dtype);
-      CHECK_CUDA(cudaGetLastError());
-    }
+    std::vector<Buffers> sets;
+    for (int i = 0; i < nsets; ++i) sets.push_back(make_set(s, o.pass, i));
     CHECK_CUDA(cudaDeviceSynchronize());
     for (const auto& kernel : o.kernels) {
+      const Runner run = kernel == "cudnn" ? cudnn_runner(cudnn, s, o) : evosdpa_runner(s, sets[0], kernel, o);
       ResultRow row;
       row.shape = s;
+      row.pass = o.pass;
+      row.bwd_mode = o.bwd_mode;
       row.kernel = kernel;
-      Launcher launch;
-      if (kernel == "cudnn") {
-        row.ran = "cudnn";
-        std::string why = cudnn_missing;
-#ifdef EVOSDPA_HAVE_CUDNN_PEER
-        // FP8: cuDNN's Hopper engines write O in E4M3 (ours: bf16); scaled by 1 / kFp8Descale, |O| <= 3.46
-        // (a weighted mean of V) fills E4M3's range.
-        if (cudnn && cudnn->prepare(s, 1.f / kFp8Descale, why)) {
-          evosdpa::bench::CudnnSdpa* peer = cudnn.get();
-          row.e4m3_output = s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
-          launch = [peer](const Buffers& b, cudaStream_t st) {
-            std::string err;
-            return peer->run(b.q, b.k, b.v, b.o, b.descale, st, err) ? std::string() : err;
-          };
-        }
-#endif
-        if (!launch) {
-          row.ok = false;
-          row.error = "cuDNN peer unavailable: " + why;
-        }
+      row.ran = run.ran;
+      row.e4m3_output = run.e4m3_output;
+      if (!run.error.empty()) {
+        row.ok = false;
+        row.error = run.error;
       } else {
-        const auto sup = evosdpa::supports(make_params(s, sets[0]), kernel);
-        row.ran = sup.ok() ? sup.kernel : "-";
-        if (!sup.ok()) {
-          row.ok = false;
-          row.error = sup.message;
-        } else {
-          launch = [&s, kernel](const Buffers& b, cudaStream_t st) {
-            const auto r = evosdpa::attention_forward(make_params(s, b), st, kernel);
-            return r.ok() ? std::string() : r.message;
-          };
-        }
-      }
-      if (launch) {
-        if (o.verify) verify(row, sets[0], launch);
-        else row.verify = "skipped";
-        if (row.error.empty()) time_kernel(row, sets, o, launch);
+        measure(row, run, sets, o);
       }
       rows.push_back(row);
-      std::fprintf(stderr, "[%zu/%zu] %s %s: %.2f us %s\n", si + 1, o.shapes.size(), s.label().c_str(),
+      std::fprintf(stderr, "[%zu/%zu] %s %s: %.2f us %s\n", si + 1, o.shapes.size(), row.case_label().c_str(),
                    row.ran.c_str(), row.us.median, row.ok ? "" : row.error.c_str());
     }
-    for (auto& b : sets) {
-      cudaFree(b.q);
-      cudaFree(b.k);
-      cudaFree(b.v);
-      cudaFree(b.o);
-      cudaFree(b.lse);
-      cudaFree(b.descale);
-    }
+    for (auto& b : sets) free_set(b);
   }
 
   std::printf("\n| shape | kernel | median us | p90 us | min us | std us | runs | TFLOP/s | GB/s | verify |\n");
@@ -415,11 +649,11 @@ int main(int argc, char** argv) {
   for (const ResultRow& r : rows) {
     all_ok = all_ok && r.ok;
     if (!r.error.empty()) {
-      std::printf("| %s | %s | - | - | - | - | - | - | - | error: %s |\n", r.shape.label().c_str(), r.kernel.c_str(),
+      std::printf("| %s | %s | - | - | - | - | - | - | - | error: %s |\n", r.case_label().c_str(), r.kernel.c_str(),
                   r.error.c_str());
       continue;
     }
-    std::printf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %d | %.1f | %.0f | %s |\n", r.shape.label().c_str(),
+    std::printf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %d | %.1f | %.0f | %s |\n", r.case_label().c_str(),
                 r.ran.c_str(), r.us.median, r.us.p90, r.us.min, r.us.stddev, r.us.count, r.tflops, r.gbps,
                 r.verify.c_str());
   }

@@ -8,19 +8,45 @@
 
 namespace evosdpa::bench {
 
-double BenchShape::flops() const {
+const char* pass_label(Pass pass) {
+  return pass == Pass::Bwd ? "bwd" : pass == Pass::FwdBwd ? "fwdbwd" : "fwd";
+}
+
+std::optional<Pass> pass_of_label(const std::string& label) {
+  for (Pass p : {Pass::Fwd, Pass::Bwd, Pass::FwdBwd})
+    if (label == pass_label(p)) return p;
+  return std::nullopt;
+}
+
+double flop_factor(Pass pass) { return pass == Pass::Bwd ? 2.5 : pass == Pass::FwdBwd ? 3.5 : 1.0; }
+
+const char* bwd_mode_label(evosdpa_backward_mode_t mode) {
+  return mode == EVOSDPA_BACKWARD_FAST ? "fast" : "deterministic";
+}
+
+std::optional<evosdpa_backward_mode_t> bwd_mode_of_label(const std::string& label) {
+  for (auto m : {EVOSDPA_BACKWARD_DETERMINISTIC, EVOSDPA_BACKWARD_FAST})
+    if (label == bwd_mode_label(m)) return m;
+  return std::nullopt;
+}
+
+double BenchShape::flops(Pass pass) const {
   double pairs = static_cast<double>(seqlen_q) * seqlen_k;
   if (causal != EVOSDPA_CAUSAL_NONE) {
     const int64_t offset = causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT ? seqlen_k - seqlen_q : 0;
     pairs = 0;
     for (int64_t i = 0; i < seqlen_q; ++i) pairs += static_cast<double>(std::clamp<int64_t>(i + offset + 1, 0, seqlen_k));
   }
-  return 4.0 * batch * heads * pairs * head_dim;
+  return 4.0 * batch * heads * pairs * head_dim * flop_factor(pass);
 }
 
-double BenchShape::bytes() const {
+double BenchShape::bytes(Pass pass) const {
+  const double bh = static_cast<double>(batch) * heads;
   const double in = dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? 1.0 : 2.0;
-  return static_cast<double>(batch) * heads * head_dim * (in * (seqlen_q + 2.0 * seqlen_k) + 2.0 * seqlen_q);
+  const double forward = bh * head_dim * (in * (seqlen_q + 2.0 * seqlen_k) + 2.0 * seqlen_q);
+  // Q, O, dO, dQ and K, V, dK, dV in 16 bits, the float32 lse.
+  const double backward = bh * (2.0 * head_dim * 4.0 * (seqlen_q + seqlen_k) + 4.0 * seqlen_q);
+  return pass == Pass::Fwd ? forward : pass == Pass::Bwd ? backward : forward + backward;
 }
 
 const char* dtype_label(evosdpa_dtype_t dtype) {
@@ -52,6 +78,10 @@ std::string usage() {
          "  --grid acceptance|fa3   named shape grid (replaces the shape flags)\n"
          "  --kernel NAME[,NAME..]  auto (default), wgmma_sm90, mma_sm80, reference, cudnn (cuDNN's SDPA through\n"
          "                          cudnn_frontend, as a peer), or all\n"
+         "  --pass fwd|bwd|fwdbwd   what is timed (fwd): the forward; the backward alone, on O and lse made once by\n"
+         "                          a forward (evosdpa's auto, or cuDNN's own for cudnn); a forward then a backward.\n"
+         "                          FLOPs as FlashAttention counts them: bwd 2.5x, fwdbwd 3.5x the forward's\n"
+         "  --bwd-mode deterministic|fast  the backward's dQ summation (deterministic)\n"
          "  --warmup N (10) --iters N (100)  --graph (time CUDA-graph replays)  --cold-l2\n"
          "  --target-rse X (0.005) --max-iters N (2000) --max-seconds S (2): time more batches of --iters\n"
          "                          runs until the relative standard error of the mean is <= X\n"
@@ -97,6 +127,7 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
   Options o;
   BenchShape shape;
   std::vector<evosdpa_dtype_t> dtypes{EVOSDPA_DTYPE_FLOAT16};
+  bool bwd_mode_given = false;
   help = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -173,6 +204,23 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
         error = "--causal: '" + v + "' is not none, top-left or bottom-right";
         return std::nullopt;
       }
+    } else if (a == "--pass") {
+      if (!value(v)) return std::nullopt;
+      const auto p = pass_of_label(v);
+      if (!p) {
+        error = "--pass: '" + v + "' is not fwd, bwd or fwdbwd";
+        return std::nullopt;
+      }
+      o.pass = *p;
+    } else if (a == "--bwd-mode") {
+      if (!value(v)) return std::nullopt;
+      const auto m = bwd_mode_of_label(v);
+      if (!m) {
+        error = "--bwd-mode: '" + v + "' is not deterministic or fast";
+        return std::nullopt;
+      }
+      o.bwd_mode = *m;
+      bwd_mode_given = true;
     } else if (a == "--grid") {
       if (!value(o.grid)) return std::nullopt;
       if (!named_grid(o.grid, EVOSDPA_DTYPE_FLOAT16)) {
@@ -201,6 +249,14 @@ std::optional<Options> parse_options(const std::vector<std::string>& args, std::
       error = "unknown option '" + a + "'\n" + usage();
       return std::nullopt;
     }
+  }
+  if (bwd_mode_given && o.pass == Pass::Fwd) {  // it would be ignored: say so rather than time the wrong thing
+    error = "--bwd-mode needs --pass bwd or fwdbwd";
+    return std::nullopt;
+  }
+  if (o.pass != Pass::Fwd && std::find(dtypes.begin(), dtypes.end(), EVOSDPA_DTYPE_FLOAT8_E4M3) != dtypes.end()) {
+    error = std::string("--pass ") + pass_label(o.pass) + ": FP8 inputs have no backward pass (fp16 and bf16 only)";
+    return std::nullopt;
   }
   for (auto dt : dtypes) {
     if (!o.grid.empty()) {

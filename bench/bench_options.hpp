@@ -9,14 +9,29 @@
 
 namespace evosdpa::bench {
 
+// What a run times: the forward; the backward alone (on O and lse that a forward made once before
+// timing); or a forward followed by a backward, as one training step of the layer runs them.
+enum class Pass { Fwd, Bwd, FwdBwd };
+const char* pass_label(Pass pass);  // "fwd", "bwd", "fwdbwd"
+std::optional<Pass> pass_of_label(const std::string& label);
+// A pass's FLOPs in forwards, counted as FlashAttention counts them: the backward's five matrix products
+// (S = QK^T again, dV, dP, dQ, dK) against the forward's two make it 2.5 forwards, so fwdbwd is 3.5.
+double flop_factor(Pass pass);
+
+// "deterministic", "fast" (evosdpa_backward_mode_t), and the inverse (nullopt for another name).
+const char* bwd_mode_label(evosdpa_backward_mode_t mode);
+std::optional<evosdpa_backward_mode_t> bwd_mode_of_label(const std::string& label);
+
 struct BenchShape {
   int64_t batch = 1, heads = 8, seqlen_q = 512, seqlen_k = 512, head_dim = 64;
   evosdpa_causal_t causal = EVOSDPA_CAUSAL_NONE;
   evosdpa_dtype_t dtype = EVOSDPA_DTYPE_FLOAT16;  // the inputs'; FP8 inputs give a bf16 O (kFp8Output)
-  // 4*B*H*Lq*Lk*D, less the masked part for causal (exact count of visible (i, j) pairs).
-  double flops() const;
-  // Q, K, V read once and O written once (FP8: 1-byte inputs, a 2-byte O).
-  double bytes() const;
+  // The forward's 4*B*H*Lq*Lk*D, less the masked part for causal (exact count of visible (i, j) pairs),
+  // times flop_factor(pass).
+  double flops(Pass pass = Pass::Fwd) const;
+  // The least traffic of a pass. Forward: Q, K, V read once and O written once (FP8: 1-byte inputs, a
+  // 2-byte O). Backward: Q, K, V, O, dO and lse read once, dQ, dK, dV written once. fwdbwd: the two.
+  double bytes(Pass pass = Pass::Fwd) const;
   std::string label() const;
 };
 
@@ -42,6 +57,8 @@ struct Options {
   bool verify = true;
   std::string json_path;
   std::string grid;  // "", "acceptance", "fa3"
+  Pass pass = Pass::Fwd;
+  evosdpa_backward_mode_t bwd_mode = EVOSDPA_BACKWARD_DETERMINISTIC;  // for the passes with a backward
 };
 
 // Parses argv; on error returns nullopt and sets `error` (the usage text for --help).

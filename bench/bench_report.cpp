@@ -11,7 +11,12 @@ const char* causal_name(evosdpa_causal_t c) {
   return c == EVOSDPA_CAUSAL_NONE ? "none" : c == EVOSDPA_CAUSAL_TOP_LEFT ? "top-left" : "bottom-right";
 }
 
-std::string ResultRow::key() const { return shape.label() + " | " + (ran.empty() || ran == "-" ? kernel : ran); }
+std::string ResultRow::case_label() const {
+  if (pass == Pass::Fwd) return shape.label();
+  return shape.label() + " " + pass_label(pass) + " " + bwd_mode_label(bwd_mode);
+}
+
+std::string ResultRow::key() const { return case_label() + " | " + (ran.empty() || ran == "-" ? kernel : ran); }
 
 std::string to_json(const Report& r) {
   json j;
@@ -28,30 +33,33 @@ std::string to_json(const Report& r) {
   j["results"] = json::array();
   for (const auto& x : r.results) {
     const BenchShape& s = x.shape;
-    j["results"].push_back({{"batch", s.batch},
-                            {"heads", s.heads},
-                            {"seqlen_q", s.seqlen_q},
-                            {"seqlen_k", s.seqlen_k},
-                            {"head_dim", s.head_dim},
-                            {"dtype", dtype_label(s.dtype)},
-                            {"causal", causal_name(s.causal)},
-                            {"kernel", x.kernel},
-                            {"ran", x.ran},
-                            {"ok", x.ok},
-                            {"error", x.error},
-                            {"verify", x.verify},
-                            {"max_err", x.max_err},
-                            {"tol", x.tol},
-                            {"us_median", x.us.median},
-                            {"us_p90", x.us.p90},
-                            {"us_mean", x.us.mean},
-                            {"us_std", x.us.stddev},
-                            {"us_min", x.us.min},
-                            {"us_max", x.us.max},
-                            {"runs", x.us.count},
-                            {"rse", x.rse},
-                            {"tflops", x.tflops},
-                            {"gbps", x.gbps}});
+    json row = {{"batch", s.batch},
+                {"heads", s.heads},
+                {"seqlen_q", s.seqlen_q},
+                {"seqlen_k", s.seqlen_k},
+                {"head_dim", s.head_dim},
+                {"dtype", dtype_label(s.dtype)},
+                {"causal", causal_name(s.causal)},
+                {"kernel", x.kernel},
+                {"ran", x.ran},
+                {"ok", x.ok},
+                {"error", x.error},
+                {"verify", x.verify},
+                {"max_err", x.max_err},
+                {"tol", x.tol},
+                {"us_median", x.us.median},
+                {"us_p90", x.us.p90},
+                {"us_mean", x.us.mean},
+                {"us_std", x.us.stddev},
+                {"us_min", x.us.min},
+                {"us_max", x.us.max},
+                {"runs", x.us.count},
+                {"rse", x.rse},
+                {"tflops", x.tflops},
+                {"gbps", x.gbps},
+                {"pass", pass_label(x.pass)}};
+    if (x.pass != Pass::Fwd) row["bwd_mode"] = bwd_mode_label(x.bwd_mode);
+    j["results"].push_back(row);
   }
   return j.dump(1);
 }
@@ -94,6 +102,15 @@ Report report_from_json(const std::string& text) {
       s.dtype = dtype_of_label(x.at("dtype").get<std::string>()).value_or(EVOSDPA_DTYPE_FLOAT16);
       const std::string c = x.at("causal").get<std::string>();
       s.causal = c == "none" ? EVOSDPA_CAUSAL_NONE : c == "top-left" ? EVOSDPA_CAUSAL_TOP_LEFT : EVOSDPA_CAUSAL_BOTTOM_RIGHT;
+      // Reports from before passes existed are forwards.
+      const std::string pass = x.value("pass", "fwd");
+      const auto p = pass_of_label(pass);
+      if (!p) throw std::runtime_error("malformed result row: unknown pass '" + pass + "'");
+      row.pass = *p;
+      const std::string mode = x.value("bwd_mode", "deterministic");
+      const auto m = bwd_mode_of_label(mode);
+      if (!m) throw std::runtime_error("malformed result row: unknown bwd_mode '" + mode + "'");
+      row.bwd_mode = *m;
       row.kernel = x.value("kernel", "");
       row.ran = x.value("ran", "");
       row.ok = x.value("ok", false);

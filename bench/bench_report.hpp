@@ -10,17 +10,22 @@ namespace evosdpa::bench {
 
 struct ResultRow {
   BenchShape shape;
+  Pass pass = Pass::Fwd;
+  evosdpa_backward_mode_t bwd_mode = EVOSDPA_BACKWARD_DETERMINISTIC;  // meaningful when the pass has a backward
   std::string kernel;  // requested
-  std::string ran;     // selected
+  std::string ran;     // selected (fwdbwd: "forward's+backward's" when they differ)
   bool ok = true;
   std::string error;
   std::string verify;  // "PASS err .. tol ..", "FAIL ...", "skipped"
-  double max_err = 0, tol = 0;
+  double max_err = 0, tol = 0;  // backward: those of the gradient nearest its tolerance
   bool e4m3_output = false;  // O stored in E4M3, real O = code * the inputs' descale (cuDNN's FP8 peer)
   Stats us;
   double rse = 0;  // relative standard error of the mean time
   double tflops = 0, gbps = 0;
-  // Identifies the measured case across runs: shape, dtype, causal and kernel.
+  // The shape's label, then the pass and backward mode unless the pass is the forward (so a forward's
+  // label is what it was before passes existed): "B1 H8 Lq512 D64 fp16 full bwd deterministic".
+  std::string case_label() const;
+  // Identifies the measured case across runs: case_label() | kernel.
   std::string key() const;
 };
 

@@ -2,14 +2,16 @@
 
     python3 bench/compare_peers.py EVOSDPA.json PEERS.json [--kernel mma_sm80]
 Prints one Markdown row per shape: evosdpa time and TFLOP/s, each peer's time, and speed ratios
-(peer time / evosdpa time: above 1 means evosdpa is faster).
+(peer time / evosdpa time: above 1 means evosdpa is faster). Rows match on the shape and the pass
+(fwd, bwd, fwdbwd: evosdpa-bench's and torch_peers.py's --pass).
 """
 import argparse
 import json
 
 
 def key(r):
-    return (r["batch"], r["heads"], r["seqlen_q"], r["seqlen_k"], r["head_dim"], r["dtype"],
+    """Shape, dtype, pass and mask (last; reports from before passes existed are forwards)."""
+    return (r["batch"], r["heads"], r["seqlen_q"], r["seqlen_k"], r["head_dim"], r["dtype"], r.get("pass", "fwd"),
             "none" if r["causal"] == "none" else "causal")
 
 
@@ -38,7 +40,8 @@ def main():
         if not r["ok"] or (args.kernel and r["ran"] != args.kernel):
             continue
         k = key(r)
-        shape = f"B{r['batch']} H{r['heads']} L{r['seqlen_q']} D{r['head_dim']} {r['dtype']} {k[-1]}"
+        pass_ = "" if r.get("pass", "fwd") == "fwd" else f" {r['pass']} {r['bwd_mode']}"
+        shape = f"B{r['batch']} H{r['heads']} L{r['seqlen_q']} D{r['head_dim']} {r['dtype']} {k[-1]}{pass_}"
         times, ratios = [], []
         for n in names:
             p = peer_rows.get((k, n))

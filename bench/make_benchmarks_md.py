@@ -1,16 +1,23 @@
 """Write docs/benchmarks.md (and a TFLOP/s-against-length plot) from the JSON results of one session.
 
     python3 bench/make_benchmarks_md.py RESULTS_DIR [--out docs/benchmarks.md] [--plot docs/benchmarks.png]
-RESULTS_DIR holds acc.json, peers.json, acc-graph.json, peers-graph.json, fa3.json, peers-fa3.json and
-fa3-fp8.json as written by scripts/benchmarks.sh. The plot needs matplotlib; without it the table is still written.
+RESULTS_DIR holds what scripts/benchmarks.sh writes: acc.json, peers.json, acc-graph.json, peers-graph.json,
+fa3.json, peers-fa3.json and fa3-fp8.json (forward); fa3-bwd-{deterministic,fast}-{fp16,bf16}.json and
+peers-fa3-bwd.json (backward). A section whose files are missing is left out. The plot needs matplotlib;
+without it the table is still written.
 """
 import argparse
 import json
 import os
 
+# Column titles of the PyTorch SDPA backends.
+PEER_TITLES = {"torch_flash": "FA2", "torch_cudnn": "cuDNN", "torch_efficient": "efficient"}
+BWD_MODES = ("deterministic", "fast")
+
 
 def key(r):
-    return (r["batch"], r["heads"], r["seqlen_q"], r["seqlen_k"], r["head_dim"], r["dtype"],
+    """Shape, dtype, pass and mask (last; reports from before passes existed are forwards)."""
+    return (r["batch"], r["heads"], r["seqlen_q"], r["seqlen_k"], r["head_dim"], r["dtype"], r.get("pass", "fwd"),
             "none" if r["causal"] == "none" else "causal")
 
 
@@ -19,14 +26,27 @@ def load(d, name):
     return json.load(open(path)) if os.path.exists(path) else None
 
 
-def table(ours, peers, kernel="auto"):
-    """evosdpa as `kernel` was asked for ("auto": what a user gets; the kernel column says which ran)."""
-    names = ["torch_flash", "torch_cudnn", "torch_efficient"]
+def load_merged(d, names):
+    """The reports of one run split over several files (one evosdpa-bench run per dtype), as one: the
+    first file's header with every file's results; None when none exists."""
+    reports = [r for r in (load(d, n) for n in names) if r]
+    if not reports:
+        return None
+    merged = dict(reports[0])
+    merged["results"] = [row for r in reports for row in r["results"]]
+    return merged
+
+
+def table(ours, peers, kernel="auto", names=("torch_flash", "torch_cudnn", "torch_efficient")):
+    """evosdpa as `kernel` was asked for ("auto": what a user gets; the kernel column says which ran), the
+    PyTorch backends `names` and cuDNN direct; ratios against every peer but the memory-efficient backend."""
     pr = {(key(r), r["kernel"]): r for r in peers["results"] if r.get("ok")} if peers else {}
     direct = {key(r): r for r in ours["results"] if r["ok"] and r["ran"] == "cudnn"}
-    lines = ["| shape | kernel | evosdpa µs | TFLOP/s | FA2 µs | cuDNN µs | efficient µs | cuDNN direct µs | vs FA2 "
-             "| vs cuDNN | vs cuDNN direct | verify |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    titles = [PEER_TITLES[n] for n in names] + ["cuDNN direct"]
+    compared = [i for i, n in enumerate(names) if n != "torch_efficient"] + [len(names)]
+    lines = ["| shape | kernel | evosdpa µs | TFLOP/s | " + " | ".join(f"{t} µs" for t in titles) + " | " +
+             " | ".join(f"vs {titles[i]}" for i in compared) + " | verify |",
+             "|---|---|---:|---:|" + "---:|" * (len(titles) + len(compared)) + "---|"]
     for r in ours["results"]:
         if not r["ok"] or r["kernel"] != kernel:
             continue
@@ -34,10 +54,28 @@ def table(ours, peers, kernel="auto"):
         shape = f"B{r['batch']} H{r['heads']} L{r['seqlen_q']} D{r['head_dim']} {r['dtype']} {k[-1]}"
         t = [pr.get((k, n)) for n in names] + [direct.get(k)]
         cell = [f"{p['us_median']:.1f}" if p else "-" for p in t]
-        ratio = [f"{p['us_median'] / r['us_median']:.2f}×" if p else "-" for p in (t[0], t[1], t[3])]
+        ratio = [f"{t[i]['us_median'] / r['us_median']:.2f}×" if t[i] else "-" for i in compared]
         lines.append(f"| {shape} | {r['ran']} | {r['us_median']:.1f} | {r['tflops']:.0f} | " + " | ".join(cell) + " | " +
                      " | ".join(ratio) + f" | {r['verify'].split(' err')[0]} |")
     return "\n".join(lines)
+
+
+def backward_section(bwd, peers):
+    """The backward tables, one per mode that ran, with the training peers (flash and cudnn)."""
+    out = ["## Backward, fa3 grid", "",
+           "FLOPs as FlashAttention counts them: a backward is 2.5 forwards (five matrix products against two), "
+           "so TFLOP/s = 2.5 × the forward's FLOPs / time, masked pairs left out for causal. Each backward is "
+           "timed alone, on O and lse its own forward made once before timing (`evosdpa-bench --pass bwd`; "
+           "`torch_peers.py --pass bwd`: `torch.autograd.grad` on a graph built once). The PyTorch peers run "
+           "in their default mode (FlashAttention-2 sums dQ with atomics: not deterministic) in both tables; "
+           "cuDNN direct in the table's mode (`set_deterministic_algorithm`). evosdpa's and cuDNN direct's dQ, "
+           "dK and dV are verified against float64 on sampled rows and keys of every head before timing.", ""]
+    titles = {"deterministic": "Deterministic (evosdpa's default: dQ summed in a fixed order)",
+              "fast": "Fast (dQ summed with float32 atomics, as FlashAttention-2 does)"}
+    for mode in BWD_MODES:
+        if bwd.get(mode):
+            out += [f"### {titles[mode]}", "", table(bwd[mode], peers, names=("torch_flash", "torch_cudnn")), ""]
+    return out
 
 
 def fp8_table(ours):
@@ -108,8 +146,12 @@ def main():
     accg, paccg = load(a.results, "acc-graph.json"), load(a.results, "peers-graph.json")
     fa3, pfa3 = load(a.results, "fa3.json"), load(a.results, "peers-fa3.json")
     fa3_fp8 = load(a.results, "fa3-fp8.json")
-    meta = fa3 or acc or fa3_fp8
-    peers_meta = pfa3 or pacc or {"torch": "-", "cudnn": "-"}
+    bwd = {m: load_merged(a.results, [f"fa3-bwd-{m}-{dt}.json" for dt in ("fp16", "bf16")]) for m in BWD_MODES}
+    pbwd = load(a.results, "peers-fa3-bwd.json")
+    meta = fa3 or acc or fa3_fp8 or bwd["deterministic"] or bwd["fast"]
+    if meta is None:
+        raise SystemExit(f"no evosdpa-bench results in {a.results}")
+    peers_meta = pfa3 or pacc or pbwd or {"torch": "-", "cudnn": "-"}
     out = ["# Benchmarks of record", "",
            f"GPU: {meta['gpu']} (sm {meta['compute_capability']}, {meta['sm_count']} SMs), driver API "
            f"{meta['driver_version']}, CUDA runtime {meta['runtime_version']}, evosdpa commit {meta['git_commit']}; "
@@ -133,6 +175,8 @@ def main():
                 "One descale per tensor, evosdpa's O in bf16; cuDNN's `sdpa_fp8` writes O in E4M3 on Hopper and is "
                 "checked against float64 with E4M3's rounding of O added to the tolerance. A FAIL in its column: its "
                 "output failed that check (docs/fp8-design.md); the time is still shown.", "", fp8_table(fa3_fp8), ""]
+    if bwd["deterministic"] or bwd["fast"]:
+        out += backward_section(bwd, pbwd)
     open(a.out, "w").write("\n".join(out))
     print(f"wrote {a.out}")
 

@@ -1,13 +1,17 @@
-"""evosdpa: fused scaled-dot-product attention forward on NVIDIA tensor cores.
+"""evosdpa: fused scaled-dot-product attention, forward and backward, on NVIDIA tensor cores.
 
     import evosdpa
     out = evosdpa.attention(q, k, v, causal=True)                       # [B, H, L, D] CUDA tensors
     out = evosdpa.scaled_dot_product_attention(q, k, v, is_causal=True)  # PyTorch's signature, (..., L, E)
+    out.sum().backward()                                                 # dq, dk, dv: the fused backward
     q8, qd = evosdpa.quantize_fp8(q)                                     # FP8 (E4M3) and its descale
 
-`import evosdpa` needs neither PyTorch nor a GPU. The `torch.ops.evosdpa.attention_fwd` custom op is
-registered at import when PyTorch is already imported, else when a tensor function is first looked up
-(which imports PyTorch).
+Both functions are differentiable (fp16/bf16 inputs): evosdpa.attention(..., deterministic=True), the
+default, gives bitwise repeatable gradients, deterministic=False a faster dQ summed with atomics.
+
+`import evosdpa` needs neither PyTorch nor a GPU. The `torch.ops.evosdpa.attention_fwd` and
+`attention_bwd` custom ops are registered at import when PyTorch is already imported, else when a tensor
+function is first looked up (which imports PyTorch).
 """
 import sys
 

@@ -8,6 +8,10 @@ only enqueues work, and CUDA-graph replay skips it entirely.
 The Params mirror follows the header's ABI rule: it starts with struct_size, is initialised by
 evosdpa_params_init_sized() with the mirror's own size, and the library then knows which fields this
 binding has. At import the mirror is checked against the library (see _check_mirror).
+
+The backward pass (C ABI 0.4) is bound where the library has it: a library built before 0.4 still imports
+and runs the forward (it accepts this larger mirror while the backward fields stay zero), and the backward
+functions below raise RuntimeError naming the library when it lacks them.
 """
 import ctypes
 import math
@@ -17,9 +21,10 @@ from ctypes import c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_void
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NO_DEVICE, DEVICE, CUDA = range(6)
 DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT8_E4M3 = 0, 1, 2
 CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
+BACKWARD_DETERMINISTIC, BACKWARD_FAST = 0, 1
 
 # The evosdpa.h whose evosdpa_params_t the Params mirror below copies.
-HEADER_VERSION = "0.3.0"
+HEADER_VERSION = "0.4.0"
 
 
 class Params(ctypes.Structure):
@@ -41,6 +46,14 @@ class Params(ctypes.Structure):
         ("o_dtype", c_int),
         ("q_descale", c_void_p), ("k_descale", c_void_p), ("v_descale", c_void_p),
         ("descale_batch_stride", c_int64), ("descale_head_stride", c_int64),
+        # 0.4: the backward pass (dO in; dQ, dK, dV out; a device workspace; how dQ is summed)
+        ("dout", c_void_p), ("dq", c_void_p), ("dk", c_void_p), ("dv", c_void_p),
+        ("dout_batch_stride", c_int64), ("dout_head_stride", c_int64), ("dout_seq_stride", c_int64),
+        ("dq_batch_stride", c_int64), ("dq_head_stride", c_int64), ("dq_seq_stride", c_int64),
+        ("dk_batch_stride", c_int64), ("dk_head_stride", c_int64), ("dk_seq_stride", c_int64),
+        ("dv_batch_stride", c_int64), ("dv_head_stride", c_int64), ("dv_seq_stride", c_int64),
+        ("workspace", c_void_p), ("workspace_size", c_size_t),
+        ("backward_mode", c_int),  # BACKWARD_DETERMINISTIC (0, the default) or BACKWARD_FAST
     ]
 
 
@@ -63,6 +76,13 @@ _SIGNATURES = {
     "evosdpa_output_tolerance": ([c_int, c_double, c_double], c_double),
     "evosdpa_lse_tolerance": ([c_double], c_double),
     "evosdpa_lse_tolerance_for": ([c_int, c_double], c_double),
+}
+
+# Since 0.4, bound when present: a library without them still imports (see the module docstring).
+_BACKWARD_SIGNATURES = {
+    "evosdpa_attention_backward": ([ctypes.POINTER(Params), c_char_p, c_void_p], c_int),
+    "evosdpa_backward_workspace_size": ([ctypes.POINTER(Params), c_char_p, ctypes.POINTER(c_size_t)], c_int),
+    "evosdpa_supports_backward": ([ctypes.POINTER(Params), c_char_p, ctypes.POINTER(c_char_p)], c_int),
 }
 
 
@@ -89,6 +109,10 @@ def _bind(lib, path):
     for name, (argtypes, restype) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = argtypes, restype
+    for name, (argtypes, restype) in _BACKWARD_SIGNATURES.items():
+        if hasattr(lib, name):
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = argtypes, restype
     _check_mirror(lib, path)
     return lib
 
@@ -101,10 +125,10 @@ def _check_mirror(lib, path):
     """
     size = ctypes.sizeof(Params)
     p = Params()
-    for f, _ in Params._fields_:  # poison, so a field the library did not write is seen
+    for f, kind in Params._fields_:  # poison, so a field the library did not write is seen
         if f == "softmax_scale":
             p.softmax_scale = 1.0
-        elif f not in ("q", "k", "v", "o", "lse", "q_descale", "k_descale", "v_descale"):
+        elif kind is not c_void_p:
             setattr(p, f, -1)
     code = lib.evosdpa_params_init_sized(ctypes.byref(p), size)
     version = lib.evosdpa_version().decode()
@@ -115,7 +139,8 @@ def _check_mirror(lib, path):
         raise ImportError(f"{what} refuses it: {message}; rebuild and reinstall the package (`pip install .`) "
                           "so the library and the binding come from one source tree")
     if (p.struct_size != size or p.dtype != DTYPE_FLOAT16 or p.causal != CAUSAL_NONE
-            or not math.isnan(p.softmax_scale) or p.batch != 0 or p.o_seq_stride != 0):
+            or not math.isnan(p.softmax_scale) or p.batch != 0 or p.o_seq_stride != 0
+            or p.backward_mode != BACKWARD_DETERMINISTIC):
         raise ImportError(f"{what} initialises it differently (struct_size {p.struct_size}, dtype {p.dtype}, "
                           f"softmax_scale {p.softmax_scale}, causal {p.causal}): the struct layouts differ; "
                           "rebuild and reinstall the package (`pip install .`) from one source tree")
@@ -191,3 +216,35 @@ def supports(params, kernel=None):
 def kernel_names():
     """Kernel names, fastest first; any of them (or "auto") can be passed as `kernel=`."""
     return [_lib.evosdpa_kernel_name(i).decode() for i in range(_lib.evosdpa_kernel_count())]
+
+
+def _backward_entry(name):
+    """The library's backward function `name`; RuntimeError when the library predates the backward pass."""
+    if not hasattr(_lib, name):
+        raise RuntimeError(f"evosdpa: the library at {library_path()} (version {version()}) has no backward pass "
+                           f"({name} is missing; C ABI 0.4.0 added it); rebuild and reinstall the package "
+                           "(`pip install .`) or point EVOSDPA_LIBRARY at a build of evosdpa 0.4.0 or newer")
+    return getattr(_lib, name)
+
+
+def backward_workspace_size(params, kernel):
+    """(status code, message, bytes of device workspace backward() needs for these params and kernel)."""
+    size = c_size_t(0)
+    fn = _backward_entry("evosdpa_backward_workspace_size")
+    code = fn(ctypes.byref(params), kernel.encode() if kernel else None, ctypes.byref(size))
+    return code, (last_error() if code != SUCCESS else ""), size.value
+
+
+def backward(params, kernel, stream):
+    """Launch the backward pass (dq, dk, dv from q, k, v, o, lse and dout); returns (status code, message)."""
+    fn = _backward_entry("evosdpa_attention_backward")
+    code = fn(ctypes.byref(params), kernel.encode() if kernel else None, c_void_p(stream))
+    return code, (last_error() if code != SUCCESS else "")
+
+
+def supports_backward(params, kernel=None):
+    """(status code, message, name of the kernel whose backward would run or None)."""
+    selected = c_char_p()
+    fn = _backward_entry("evosdpa_supports_backward")
+    code = fn(ctypes.byref(params), kernel.encode() if kernel else None, ctypes.byref(selected))
+    return code, (last_error() if code != SUCCESS else ""), (selected.value.decode() if selected.value else None)

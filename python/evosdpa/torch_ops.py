@@ -1,8 +1,17 @@
-"""PyTorch front end: the `evosdpa::attention_fwd` custom op and the functions users call.
+"""PyTorch front end: the `evosdpa::attention_fwd` and `evosdpa::attention_bwd` custom ops and the
+functions users call.
 
-The op is registered with torch.library (real CUDA implementation + fake implementation), so it works
-under torch.compile(fullgraph=True) and inside CUDA-graph capture: outputs are allocated by PyTorch, the
-kernel is launched on PyTorch's current stream, and nothing synchronises the host.
+The ops are registered with torch.library (real CUDA implementation + fake implementation), so they work
+under torch.compile(fullgraph=True) and inside CUDA-graph capture: outputs (and the backward's workspace)
+are allocated by PyTorch, the kernel is launched on PyTorch's current stream, and nothing synchronises the
+host.
+
+Autograd: attention_fwd has a formula (torch.library.register_autograd) that saves q, k, v, O and lse and
+calls attention_bwd, the library's fused backward pass (P recomputed from lse, never stored). lse is
+needed for it, so the user-facing functions ask the op for lse whenever autograd records the call. The
+backward's mode travels as attention_fwd's last argument, `deterministic`: True for bitwise repeatable
+gradients, False for dQ summed with float32 atomics (faster). lse and the FP8 descales get no gradient,
+and FP8 inputs have no backward pass.
 
 The op's `scale: float` is the C ABI's softmax_scale: NaN means the default 1/sqrt(head_dim), any finite
 value (0 and negative ones included) is used as given, and an infinite one is refused. The user-facing
@@ -54,7 +63,9 @@ def _check_op_scale(scale: float) -> None:
 def _contiguous_last_dim(t):
     """t, or a contiguous copy when its last dimension is strided (the kernels need stride(-1) == 1)."""
     if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
-        return t.contiguous()
+        # Not .contiguous(), which returns a tensor with no elements as it is, strides and all (an
+        # expanded gradient of an empty output, say).
+        return t.clone(memory_format=torch.contiguous_format)
     return t
 
 
@@ -174,34 +185,58 @@ def _outputs(q: torch.Tensor, layout: str, return_lse: bool, out_dtype=None):
     return out, lse
 
 
+def _set_pointers_and_strides(p, layout: str, **tensors) -> None:
+    """For each name=tensor: p.name = its address and p.name_{batch,head,seq}_stride = its strides."""
+    for name, t in tensors.items():
+        setattr(p, name, t.data_ptr())
+        _, strides = _dims(t, layout)
+        for dim, stride in zip(("batch", "head", "seq"), strides):
+            setattr(p, f"{name}_{dim}_stride", stride)
+
+
+def _params(q, k, v, out, lse, causal: int, scale: float, layout: str):
+    """The Params of attention of q, k, v into out (and lse when not None): pointers, sizes, strides, mask
+    and scale, the fields the forward and the backward pass share."""
+    p = _lib.new_params()
+    (b, hq, lq, d), _ = _dims(q, layout)
+    (_, hk, lk, _), _ = _dims(k, layout)
+    _set_pointers_and_strides(p, layout, q=q, k=k, v=v, o=out)
+    p.lse = None if lse is None else lse.data_ptr()
+    p.dtype = _DTYPES[q.dtype]
+    p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim = b, hq, hk, lq, lk, d
+    p.softmax_scale = scale
+    p.causal = causal
+    return p
+
+
+def _raise_on_failure(code: int, message: str) -> None:
+    """A failed call's status as an exception: ValueError for arguments the library refuses, EvosdpaError
+    (a RuntimeError) for the rest (device, CUDA)."""
+    if code in (_lib.INVALID_ARGUMENT, _lib.NOT_SUPPORTED):
+        raise ValueError(f"evosdpa: {message}")
+    if code != _lib.SUCCESS:
+        raise _lib.EvosdpaError(_lib.status_name(code), message)
+
+
 @torch.library.custom_op("evosdpa::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int, scale: float,
                   return_lse: bool, layout: str, kernel: str, q_descale: Optional[torch.Tensor] = None,
                   k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
-                  out_dtype: Optional[torch.dtype] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+                  out_dtype: Optional[torch.dtype] = None,
+                  deterministic: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
     """The op: (O, lse); lse is empty unless return_lse. scale: NaN means 1/sqrt(head_dim), any finite value
     (0 included) is used as given, infinity is refused. q, k, v need a contiguous last dimension. FP8
-    inputs need the three descales; O is then out_dtype (bfloat16 when None)."""
+    inputs need the three descales; O is then out_dtype (bfloat16 when None).
+
+    Differentiable in q, k, v (16-bit inputs; see _attention_fwd_backward); lse is not. deterministic is
+    the backward pass's mode (the forward ignores it): it is an argument of this op so that autograd, and
+    torch.compile's traced backward, carry it from the call to the gradient."""
     descales = (q_descale, k_descale, v_descale)
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, descales, out_dtype)
     _check_op_scale(scale)
     out, lse = _outputs(q, layout, return_lse, out_dtype)
-    p = _lib.new_params()
-    (b, hq, lq, d), (qb, qh, qs) = _dims(q, layout)
-    (_, hk, lk, _), (kb, kh, ks) = _dims(k, layout)
-    _, (vb, vh, vs) = _dims(v, layout)
-    _, (ob, oh, os_) = _dims(out, layout)
-    p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
-    p.lse = lse.data_ptr() if return_lse else None
-    p.dtype = _DTYPES[q.dtype]
-    p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim = b, hq, hk, lq, lk, d
-    p.q_batch_stride, p.q_head_stride, p.q_seq_stride = qb, qh, qs
-    p.k_batch_stride, p.k_head_stride, p.k_seq_stride = kb, kh, ks
-    p.v_batch_stride, p.v_head_stride, p.v_seq_stride = vb, vh, vs
-    p.o_batch_stride, p.o_head_stride, p.o_seq_stride = ob, oh, os_
-    p.softmax_scale = scale
-    p.causal = causal
+    p = _params(q, k, v, out, lse if return_lse else None, causal, scale, layout)
     if q.dtype == _FP8:
         p.o_dtype = _DTYPES[out.dtype]
         p.q_descale, p.k_descale, p.v_descale = (t.data_ptr() for t in descales)
@@ -209,17 +244,13 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
             p.descale_batch_stride, p.descale_head_stride = q_descale.stride()
     with torch.cuda.device(q.device):
         stream = torch.cuda.current_stream(q.device).cuda_stream
-        code, message = _lib.forward(p, kernel, stream)
-    if code in (_lib.INVALID_ARGUMENT, _lib.NOT_SUPPORTED):
-        raise ValueError(f"evosdpa: {message}")
-    if code != _lib.SUCCESS:
-        raise _lib.EvosdpaError(_lib.status_name(code), message)
+        _raise_on_failure(*_lib.forward(p, kernel, stream))
     return out, lse
 
 
 @attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel, q_descale=None, k_descale=None,
-                        v_descale=None, out_dtype=None):
+                        v_descale=None, out_dtype=None, deterministic=True):
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, (q_descale, k_descale, v_descale), out_dtype)
     _check_op_scale(scale)
@@ -229,12 +260,109 @@ def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel, q_de
     return out, lse
 
 
+def _refuse_fp8_backward(q) -> None:
+    if q.dtype == _FP8:
+        raise NotImplementedError("evosdpa: no backward pass for float8_e4m3fn inputs (the library computes "
+                                  "gradients of float16 and bfloat16 attention only)")
+
+
+def _check_backward(dout, q, k, v, o, lse, layout: str) -> None:
+    """The backward op's tensors (dout already with a stride-1 last dimension); shared by the real and the
+    fake implementation."""
+    _check(q, k, v, layout)
+    _refuse_fp8_backward(q)
+    for name, t in (("dout", dout), ("o", o), ("lse", lse)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"evosdpa: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device != q.device:
+            raise ValueError(f"evosdpa: {name} is on {t.device}, q on {q.device}")
+    for name, t in (("dout", dout), ("o", o)):
+        if t.shape != q.shape or t.dtype != q.dtype:
+            raise ValueError(f"evosdpa: {name} must have q's shape and dtype {tuple(q.shape)} {q.dtype}, got "
+                             f"{tuple(t.shape)} {t.dtype}")
+        if t.stride(-1) != 1 and t.shape[-1] > 1:
+            raise ValueError(f"evosdpa: {name} must have a contiguous last dimension (stride 1), "
+                             f"got strides {tuple(t.stride())}")
+    (b, h, lq, _), _ = _dims(q, layout)
+    if lse.shape != (b, h, lq) or lse.dtype != torch.float32 or not lse.is_contiguous():
+        raise ValueError(f"evosdpa: lse must be the forward's contiguous float32 [B, Hq, Lq] = {(b, h, lq)}, got "
+                         f"{tuple(lse.shape)} {lse.dtype} with strides {tuple(lse.stride())}")
+
+
+def _gradients(q, k, v):
+    """dq, dk, dv: new contiguous tensors of q's, k's and v's shapes (so in their layout) and dtype."""
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+@torch.library.custom_op("evosdpa::attention_bwd", mutates_args=())
+def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                  lse: torch.Tensor, causal: int, scale: float, layout: str, kernel: str,
+                  deterministic: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward op: (dq, dk, dv) of attention_fwd's O for the gradient dout, from the forward's inputs,
+    its O and its lse (float32 [B, Hq, Lq]); causal, scale, layout as in attention_fwd, kernel: "auto" or a
+    kernel with a backward pass. deterministic: dQ summed in a fixed order (bitwise repeatable) rather than
+    with float32 atomics (faster). dout may have any strides (copied when its last dimension is strided)."""
+    dout = _contiguous_last_dim(dout)
+    _check_backward(dout, q, k, v, o, lse, layout)
+    _check_op_scale(scale)
+    dq, dk, dv = _gradients(q, k, v)
+    p = _params(q, k, v, o, lse, causal, scale, layout)
+    _set_pointers_and_strides(p, layout, dout=dout, dq=dq, dk=dk, dv=dv)
+    p.backward_mode = _lib.BACKWARD_DETERMINISTIC if deterministic else _lib.BACKWARD_FAST
+    with torch.cuda.device(q.device):  # the library sizes the workspace for the current device
+        code, message, size = _lib.backward_workspace_size(p, kernel)
+        _raise_on_failure(code, message)
+        # From PyTorch's caching allocator on the current stream (so reusable once the kernel is done, and
+        # capturable in a CUDA graph); its blocks are 512-byte aligned, above the 16 bytes the ABI needs.
+        workspace = torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
+        if workspace is not None:
+            p.workspace, p.workspace_size = workspace.data_ptr(), size
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _raise_on_failure(*_lib.backward(p, kernel, stream))
+    return dq, dk, dv
+
+
+@attention_bwd.register_fake
+def _attention_bwd_fake(dout, q, k, v, o, lse, causal, scale, layout, kernel, deterministic):
+    _check_backward(_contiguous_last_dim(dout), q, k, v, o, lse, layout)
+    _check_op_scale(scale)
+    return _gradients(q, k, v)
+
+
+def _attention_fwd_setup_context(ctx, inputs, output):
+    q, k, v, causal, scale, return_lse, layout, kernel, _, _, _, _, deterministic = inputs
+    out, lse = output
+    ctx.mark_non_differentiable(lse)  # the backward pass has no term for a gradient of lse
+    ctx.set_materialize_grads(False)  # so no zeros are made for lse's (absent) gradient
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.options = (causal, scale, layout, kernel, deterministic)
+    ctx.has_lse = return_lse
+
+
+def _attention_fwd_backward(ctx, grad_out, _grad_lse):
+    """Gradients of q, k, v through attention_bwd; None for the descales and the non-tensor arguments."""
+    q, k, v, out, lse = ctx.saved_tensors
+    causal, scale, layout, kernel, deterministic = ctx.options
+    _refuse_fp8_backward(q)
+    if not ctx.has_lse:
+        # The op was called without return_lse (attention() and scaled_dot_product_attention() ask for it
+        # whenever a gradient is needed): the backward needs the forward's lse, so compute it again.
+        _, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal, scale, True, layout, kernel)
+    dq, dk, dv = torch.ops.evosdpa.attention_bwd(grad_out, q, k, v, out, lse, causal, scale, layout, kernel,
+                                                 deterministic)
+    return (dq, dk, dv) + (None,) * 10  # causal .. deterministic
+
+
+torch.library.register_autograd("evosdpa::attention_fwd", _attention_fwd_backward,
+                                setup_context=_attention_fwd_setup_context)
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
               causal_alignment: str = "top_left", scale: Optional[float] = None, return_lse: bool = False,
               layout: str = "bhsd", kernel: Optional[str] = None, q_descale: Optional[torch.Tensor] = None,
               k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
-              out_dtype: Optional[torch.dtype] = None):
-    """Attention forward on CUDA tensors: softmax(scale * q k^T [+ causal mask]) v.
+              out_dtype: Optional[torch.dtype] = None, deterministic: bool = True):
+    """Attention on CUDA tensors: softmax(scale * q k^T [+ causal mask]) v, differentiable in q, k and v.
 
     q: [B, Hq, Lq, D], k and v: [B, Hkv, Lk, D] with layout="bhsd" ([B, L, H, D] with "bshd"); any
     strides (a tensor whose last dimension is strided, e.g. a transposed view, is copied with
@@ -244,6 +372,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     uniform weights over the visible keys). kernel: None/"auto", or a name from evosdpa.kernel_names().
     Returns O in q's layout (contiguous), or (O, lse) with lse float32 [B, Hq, Lq] when return_lse. A
     query that sees no key gets O = 0 and lse = -inf.
+
+    Gradients (autograd, torch.compile included) come from the library's fused backward pass, run with
+    the same kernel name: None/"auto" picks the fastest kernel with a backward pass, and a named kernel
+    without one (wgmma_sm90 at present) raises ValueError when the gradient is computed.
+    deterministic=True (the default) gives bitwise identical gradients from run to run; False sums dQ
+    with float32 atomics, which is faster and may change dQ's last bits between runs (dK and dV stay
+    repeatable). lse is not differentiable (it is returned with requires_grad False), nor are the
+    descales, and FP8 inputs have no backward pass (NotImplementedError).
 
     FP8: q, k, v in torch.float8_e4m3fn need q_descale, k_descale, v_descale (float32 CUDA tensors, shape
     () or (1,) per tensor, or (B, Hkv) per batch and K/V head; see quantize_fp8); the real inputs are
@@ -259,8 +395,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     descales = (q_descale, k_descale, v_descale)
     _check_fp8(q, k, layout, descales, out_dtype)
     causal_code = _ALIGNMENTS[causal_alignment] if causal else _lib.CAUSAL_NONE
-    out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, op_scale, bool(return_lse), layout,
-                                               kernel or "auto", *descales, out_dtype)
+    # The backward pass needs the forward's lse: ask for it whenever autograd will record this call.
+    needs_lse = return_lse or (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
+    out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, op_scale, bool(needs_lse), layout,
+                                               kernel or "auto", *descales, out_dtype, bool(deterministic))
     return (out, lse) if return_lse else out
 
 
@@ -317,7 +455,10 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     broadcasting); Hkv must equal Hq unless enable_gqa (then Hq is a multiple of Hkv, grouped by
     dimension -3 as PyTorch does). scale: None for 1/sqrt(E), else any finite value, 0 included. A
     strided last dimension is copied with .contiguous(). Arguments not supported yet raise
-    NotImplementedError naming the argument."""
+    NotImplementedError naming the argument.
+
+    Differentiable in query, key and value, always with the deterministic backward pass (bitwise
+    identical gradients from run to run); evosdpa.attention(deterministic=False) has the faster one."""
     if attn_mask is not None:
         raise NotImplementedError("evosdpa.scaled_dot_product_attention: attn_mask is not supported yet")
     if dropout_p != 0.0:

@@ -18,9 +18,24 @@ the baseline rounds where the FP8 kernels round: P = 2^(S - m + 8) in float32 (a
 unrounded P, P rounded to E4M3 for P·V, O rounded to the output dtype (the library's
 attention_fused_baseline, src/host/cpu_reference.hpp).
 
-Tensors are (..., H, L, E) with k/v heads repeated for grouped queries (dimension -3), or (L, E). The
-float32 sums are formed in float64 and rounded to float32 once: an exactly rounded float32 accumulation,
-with no TF32 whatever torch.backends says.
+Gradients (check_gradients) are judged by the same rule, each of dQ, dK, dV on its own:
+
+    max |dX - dX_f64| <= output_tolerance(dtype, max |dX_baseline - dX_f64|, max |dX_f64|)
+
+  * the reference: float64 autograd of softmax(scale·Q·Kᵀ + mask)·V on the upcast inputs, a row with no
+    visible key giving O = 0 (and so dQ = 0);
+  * the baseline: the plain fused backward in the dtype, reading O and lse as a correct forward stores
+    them (the float64 ones rounded to the dtype and to float32): S = Q·Kᵀ in float32, scaled;
+    P = exp(S - lse) in float32; Delta = rowsum(dO·O) in float32; dV = Pᵀ·dO with P rounded to the
+    dtype; dP = dO·Vᵀ in float32; dS = P·(dP - Delta) in float32, rounded to the dtype for dQ = dS·K and
+    dK = dSᵀ·Q, scaled in float32 after their float32 accumulation; each gradient rounded to the dtype
+    once (the library's attention_backward_fused_baseline, src/host/backward_reference.hpp).
+
+A query row that sees no key must get dQ exactly 0, and a key that no query sees dK = dV = 0.
+
+Tensors are (..., H, L, E) with k/v heads repeated for grouped queries (dimension -3; their gradients
+summed back over each group), or (L, E). The float32 sums are formed in float64 and rounded to float32
+once: an exactly rounded float32 accumulation, with no TF32 whatever torch.backends says.
 """
 import math
 import struct
@@ -52,6 +67,14 @@ def _expand_heads(q, k, v):
         return k, v
     group = q.shape[-3] // k.shape[-3]
     return k.repeat_interleave(group, -3), v.repeat_interleave(group, -3)
+
+
+def _sum_groups(grad, like):
+    """A gradient over the expanded heads (_expand_heads) summed back to like's heads."""
+    if grad.dim() < 3 or grad.shape[-3] == like.shape[-3]:
+        return grad
+    h = like.shape[-3]
+    return grad.reshape(*grad.shape[:-3], h, grad.shape[-3] // h, *grad.shape[-2:]).sum(dim=-3)
 
 
 def _scores64(q, k, causal, alignment, scale):
@@ -161,3 +184,91 @@ def check_lse(lse, ref_lse, rng=None, what="", dtype=_lib.DTYPE_FLOAT16):
         magnitude, err = 0.0, 0.0
     tol = _lib.lse_tolerance(magnitude, dtype)
     assert err <= tol, f"{where}max |lse - lse_f64| = {err:.4g} > tolerance {tol:.4g} (max |lse_f64| {magnitude:.4g}){replay}"
+
+
+def reference_gradients(q, k, v, dout, causal=False, alignment="top_left", scale=None):
+    """float64 (dq, dk, dv): autograd of softmax(scale q k^T + mask) v on the upcast inputs, for the
+    gradient dout of O. A row with no visible key has O = 0, so its dq is 0."""
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ke, ve = _expand_heads(q64, k64, v64)
+    s = (q64 @ ke.transpose(-1, -2)) * effective_scale(scale, q.shape[-1])
+    mask = visible_mask(q.shape[-2], k.shape[-2], causal, alignment, q.device)
+    has_key = mask.any(dim=-1, keepdim=True)
+    # A row with no visible key gets finite scores (so no NaN reaches the gradients) and then P = 0.
+    s = s.masked_fill(~mask, float("-inf")).masked_fill(~has_key, 0.0)
+    p = torch.where(has_key, torch.softmax(s, dim=-1), 0.0)
+    return torch.autograd.grad(p @ ve, (q64, k64, v64), dout.double())
+
+
+def backward_baseline(q, k, v, dout, causal=False, alignment="top_left", scale=None):
+    """The plain fused backward in q.dtype (see the module docstring): (dq, dk, dv), the error yardstick."""
+    ref_o, ref_lse = reference(q, k, v, causal, alignment, scale)
+    o, lse = ref_o.to(q.dtype), ref_lse.float()  # as a correct forward stores them
+    ke, ve = _expand_heads(q, k, v)
+    sc = effective_scale(scale, q.shape[-1])
+    s = (q.double() @ ke.double().transpose(-1, -2)).float() * sc
+    mask = visible_mask(q.shape[-2], k.shape[-2], causal, alignment, q.device)
+    p = torch.where(mask, torch.exp(s - lse[..., None]), 0.0)  # float32; 0 where masked (and on keyless rows)
+    delta = (dout.double() * o.double()).sum(dim=-1, keepdim=True).float()
+    dp = (dout.double() @ ve.double().transpose(-1, -2)).float()
+    ds = (p * (dp - delta)).to(q.dtype).double()
+    dq = (ds @ ke.double()).float() * sc
+    dk = _sum_groups(ds.transpose(-1, -2) @ q.double(), k).float() * sc
+    dv = _sum_groups(p.to(q.dtype).double().transpose(-1, -2) @ dout.double(), v).float()
+    return dq.to(q.dtype), dk.to(q.dtype), dv.to(q.dtype)
+
+
+# A gradient that cancels to 0 (dQ and dK of a row that sees a single key: dP = Delta) has max |dX_f64| = 0,
+# so the rule allows nothing there, while any kernel forming dP and Delta in two float32 sums of different
+# orders leaves them ~1e-7 apart: each gradient may also be off by FP32_ROUNDINGS float32 roundings of its
+# magnitude, the same sums with every term by its absolute value (the C++ check's kFp32Roundings).
+FP32_ROUNDINGS = 16
+
+
+def gradient_magnitudes(q, k, v, dout, causal=False, alignment="top_left", scale=None):
+    """float64 (dq, dk, dv) with every term by its absolute value: dS = P (|dP| + |Delta|), |dS| |K|, ..."""
+    ref_o, ref_lse = reference(q, k, v, causal, alignment, scale)
+    ke, ve = _expand_heads(q, k, v)
+    sc = effective_scale(scale, q.shape[-1])
+    s = (q.double() @ ke.double().transpose(-1, -2)) * sc
+    mask = visible_mask(q.shape[-2], k.shape[-2], causal, alignment, q.device)
+    p = torch.where(mask, torch.exp(s - ref_lse.double()[..., None]), 0.0)
+    delta = (dout.double() * ref_o.double()).sum(dim=-1, keepdim=True)
+    ds = p * ((dout.double() @ ve.double().transpose(-1, -2)).abs() + delta.abs())
+    dq = (ds @ ke.double().abs()) * abs(sc)
+    dk = _sum_groups(ds.transpose(-1, -2) @ q.double().abs(), k) * abs(sc)
+    dv = _sum_groups(p.transpose(-1, -2) @ dout.double().abs(), v)
+    return dq, dk, dv
+
+
+def check_gradients(grads, q, k, v, dout, *, causal=False, alignment="top_left", scale=None, rng=None, what=""):
+    """Assert that grads = (dq, dk, dv) of attention of q, k, v for the gradient dout of O meet the accuracy
+    rule (module docstring), with exact zeros where no key or no query is seen.
+
+    All tensors (..., H, L, E) (BHSD-ordered views) or (L, E), in q's dtype. Returns {name: (error,
+    tolerance)}."""
+    where = f"{what}: " if what else ""
+    replay = f" [inputs from {rng!r}]" if rng is not None else ""
+    code = DTYPE_CODES[q.dtype]
+    refs = reference_gradients(q, k, v, dout, causal, alignment, scale)
+    bases = backward_baseline(q, k, v, dout, causal, alignment, scale)
+    mags = gradient_magnitudes(q, k, v, dout, causal, alignment, scale)
+    mask = visible_mask(q.shape[-2], k.shape[-2], causal, alignment, q.device)
+    must_be_zero = {"dq": ~mask.any(dim=1), "dk": ~mask.any(dim=0), "dv": ~mask.any(dim=0)}  # per row of each
+    result = {}
+    for name, got, ref, base, mag in zip(("dq", "dk", "dv"), grads, refs, bases, mags):
+        assert got.shape == ref.shape and got.dtype == q.dtype, (
+            f"{where}{name} is {tuple(got.shape)} {got.dtype}, expected {tuple(ref.shape)} {q.dtype}{replay}")
+        zero_rows = got[..., must_be_zero[name], :]
+        assert not zero_rows.ne(0).any(), (
+            f"{where}{name} is not exactly 0 on the {int(must_be_zero[name].sum())} rows that "
+            f"{'see no key' if name == 'dq' else 'no query sees'}{replay}")
+        base_err = max_abs_error(base, ref)
+        magnitude = ref.abs().max().item() if ref.numel() else 0.0
+        floor = FP32_ROUNDINGS * 2.0 ** -24 * (mag.abs().max().item() if mag.numel() else 0.0)
+        tol = max(_lib.output_tolerance(code, base_err, magnitude), floor)
+        err = max_abs_error(got, ref)
+        assert err <= tol, (f"{where}max |{name} - {name}_f64| = {err:.4g} > tolerance {tol:.4g} ({q.dtype}, "
+                            f"baseline error {base_err:.4g}, max |{name}_f64| {magnitude:.4g}){replay}")
+        result[name] = (err, tol)
+    return result

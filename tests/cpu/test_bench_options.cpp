@@ -31,6 +31,8 @@ TEST(BenchOptions, DefaultIsTheSmallAcceptanceShape) {
   EXPECT_EQ(s.causal, EVOSDPA_CAUSAL_NONE);
   EXPECT_EQ(o->kernels, std::vector<std::string>{"auto"});
   EXPECT_TRUE(o->verify);
+  EXPECT_EQ(o->pass, Pass::Fwd);
+  EXPECT_EQ(o->bwd_mode, EVOSDPA_BACKWARD_DETERMINISTIC);
 }
 
 TEST(BenchOptions, ShapeFlags) {
@@ -110,6 +112,60 @@ TEST(BenchOptions, FlopCounts) {
   s.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;  // 1-byte Q, K, V; a 2-byte O
   EXPECT_DOUBLE_EQ(s.bytes(), 2.0 * 3 * 8 * (1.0 * (2 + 2 * 4) + 2.0 * 2));
   EXPECT_DOUBLE_EQ(s.flops(), 4.0 * 2 * 3 * 7 * 8);  // counted as for fp16
+}
+
+TEST(BenchOptions, Passes) {
+  std::string e;
+  const auto b = parse({"--pass", "bwd", "--dtype", "both"}, &e);
+  ASSERT_TRUE(b) << e;
+  EXPECT_EQ(b->pass, Pass::Bwd);
+  EXPECT_EQ(b->bwd_mode, EVOSDPA_BACKWARD_DETERMINISTIC);  // the library's default
+  EXPECT_EQ(b->shapes.size(), 2u);
+  const auto f = parse({"--bwd-mode", "fast", "--pass", "fwdbwd"}, &e);  // in either order
+  ASSERT_TRUE(f) << e;
+  EXPECT_EQ(f->pass, Pass::FwdBwd);
+  EXPECT_EQ(f->bwd_mode, EVOSDPA_BACKWARD_FAST);
+  const auto d = parse({"--pass", "fwd"}, &e);
+  ASSERT_TRUE(d) << e;
+  EXPECT_EQ(d->pass, Pass::Fwd);
+  for (Pass p : {Pass::Fwd, Pass::Bwd, Pass::FwdBwd}) EXPECT_EQ(pass_of_label(pass_label(p)), p);
+  for (auto m : {EVOSDPA_BACKWARD_DETERMINISTIC, EVOSDPA_BACKWARD_FAST})
+    EXPECT_EQ(bwd_mode_of_label(bwd_mode_label(m)), m);
+}
+
+TEST(BenchOptions, PassErrors) {
+  std::string e;
+  EXPECT_FALSE(parse({"--pass", "backward"}, &e));
+  EXPECT_NE(e.find("is not fwd, bwd or fwdbwd"), std::string::npos) << e;
+  EXPECT_FALSE(parse({"--pass", "bwd", "--bwd-mode", "atomic"}, &e));
+  EXPECT_NE(e.find("is not deterministic or fast"), std::string::npos) << e;
+  EXPECT_FALSE(parse({"--bwd-mode", "fast"}, &e));  // a forward has no backward mode to apply it to
+  EXPECT_NE(e.find("needs --pass bwd or fwdbwd"), std::string::npos) << e;
+  EXPECT_FALSE(parse({"--pass", "bwd", "--dtype", "fp8"}, &e));
+  EXPECT_NE(e.find("FP8 inputs have no backward pass"), std::string::npos) << e;
+  EXPECT_FALSE(parse({"--grid", "fa3", "--dtype", "fp8", "--pass", "fwdbwd"}, &e));
+  EXPECT_TRUE(parse({"--grid", "fa3", "--dtype", "fp8", "--pass", "fwd"}, &e)) << e;
+}
+
+TEST(BenchOptions, PassFlopsAndBytes) {
+  BenchShape s;
+  s.batch = 2, s.heads = 3, s.seqlen_q = 4, s.seqlen_k = 6, s.head_dim = 8;
+  EXPECT_DOUBLE_EQ(flop_factor(Pass::Fwd), 1.0);
+  EXPECT_DOUBLE_EQ(flop_factor(Pass::Bwd), 2.5);  // FlashAttention's count: 5 matrix products against 2
+  EXPECT_DOUBLE_EQ(flop_factor(Pass::FwdBwd), 3.5);
+  for (auto c : {EVOSDPA_CAUSAL_NONE, EVOSDPA_CAUSAL_TOP_LEFT, EVOSDPA_CAUSAL_BOTTOM_RIGHT}) {
+    s.causal = c;
+    EXPECT_DOUBLE_EQ(s.flops(Pass::Fwd), s.flops());
+    EXPECT_DOUBLE_EQ(s.flops(Pass::Bwd), 2.5 * s.flops());  // masked pairs left out as in the forward
+    EXPECT_DOUBLE_EQ(s.flops(Pass::FwdBwd), 3.5 * s.flops());
+  }
+  s.causal = EVOSDPA_CAUSAL_TOP_LEFT;  // rows see 1, 2, 3, 4 keys
+  EXPECT_DOUBLE_EQ(s.flops(Pass::Bwd), 2.5 * 4.0 * 2 * 3 * 10 * 8);
+  // Backward: Q, O, dO, dQ (Lq rows) and K, V, dK, dV (Lk rows) in 16 bits, and the float32 lse.
+  const double backward = 2.0 * 3 * (2.0 * 8 * 4 * (4 + 6) + 4.0 * 4);
+  EXPECT_DOUBLE_EQ(s.bytes(Pass::Fwd), s.bytes());
+  EXPECT_DOUBLE_EQ(s.bytes(Pass::Bwd), backward);
+  EXPECT_DOUBLE_EQ(s.bytes(Pass::FwdBwd), s.bytes() + backward);
 }
 
 TEST(BenchOptions, Fp8Inputs) {

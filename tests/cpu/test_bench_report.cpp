@@ -66,6 +66,50 @@ TEST(BenchReport, JsonRoundTrip) {
   EXPECT_DOUBLE_EQ(back.results[1].rse, 0.002);
 }
 
+TEST(BenchReport, PassesRoundTripAndKeepForwardKeys) {
+  ResultRow fwd = row(512, 10);
+  ResultRow bwd = row(512, 25);
+  bwd.pass = Pass::Bwd;
+  bwd.bwd_mode = EVOSDPA_BACKWARD_FAST;
+  ResultRow both = row(512, 35);
+  both.pass = Pass::FwdBwd;
+  both.ran = "wgmma_sm90+mma_sm80";
+  // A forward's label and key are what they were before passes existed, so older reports still compare.
+  EXPECT_EQ(fwd.case_label(), fwd.shape.label());
+  EXPECT_EQ(fwd.key(), fwd.shape.label() + " | mma_sm80");
+  EXPECT_EQ(bwd.case_label(), bwd.shape.label() + " bwd fast");
+  EXPECT_EQ(both.key(), both.shape.label() + " fwdbwd deterministic | wgmma_sm90+mma_sm80");
+  EXPECT_NE(fwd.key(), bwd.key());
+
+  const std::string text = to_json(report({fwd, bwd, both}));
+  EXPECT_NE(text.find("\"pass\": \"bwd\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"bwd_mode\": \"fast\""), std::string::npos) << text;
+  const Report back = report_from_json(text);
+  ASSERT_EQ(back.results.size(), 3u);
+  EXPECT_EQ(back.results[0].pass, Pass::Fwd);
+  EXPECT_EQ(back.results[1].pass, Pass::Bwd);
+  EXPECT_EQ(back.results[1].bwd_mode, EVOSDPA_BACKWARD_FAST);
+  EXPECT_EQ(back.results[2].pass, Pass::FwdBwd);
+  EXPECT_EQ(back.results[2].bwd_mode, EVOSDPA_BACKWARD_DETERMINISTIC);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(back.results[i].key(), report({fwd, bwd, both}).results[i].key());
+
+  // A forward and a backward of one shape are different cases to evosdpa-compare.
+  const Comparison c = compare(report({fwd}), report({bwd}), 0.03);
+  ASSERT_EQ(c.rows.size(), 2u);
+  EXPECT_EQ(c.rows[0].verdict, Verdict::New);
+  EXPECT_EQ(c.rows[1].verdict, Verdict::Missing);
+}
+
+TEST(BenchReport, ReportsWithoutPassesAreForwards) {
+  const std::string shape =
+      "\"batch\": 1, \"heads\": 8, \"seqlen_q\": 512, \"seqlen_k\": 512, \"head_dim\": 64, \"dtype\": \"fp16\", "
+      "\"causal\": \"none\"";
+  const Report r = report_from_json("{\"results\": [{" + shape + "}]}");
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].pass, Pass::Fwd);
+  EXPECT_THROW(report_from_json("{\"results\": [{" + shape + ", \"pass\": \"sideways\"}]}"), std::runtime_error);
+}
+
 TEST(BenchReport, MalformedInputIsAnError) {
   EXPECT_THROW(report_from_json("not json"), std::runtime_error);
   EXPECT_THROW(report_from_json("{\"gpu\": \"x\"}"), std::runtime_error);
