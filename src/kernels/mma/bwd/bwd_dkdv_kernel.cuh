@@ -182,8 +182,8 @@ __global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, BwdKernel<kIndex>
     const int buf = t & 1, q0 = tile_q0(t);
     const uint32_t sQ = base + L::kQ + buf * kQTileBytes, sDo = base + L::kDo + buf * kQTileBytes;
 
-    float s[TM / 8][4];
-    gemm_abt<T, D, TM>(s, base + L::kK, warp * 16, sQ, lane);
+    float s[TM / 8][4], ds[TM / 8][4];  // S^T then P^T; dP^T then dS^T
+    gemm_abt_pair<T, D, TM>(s, base + L::kK, sQ, ds, base + L::kV, sDo, warp * 16, lane);
     // Keys past the end must be masked: their zero K rows give S = 0, and exp2(-lse) can overflow.
     const bool needs_mask = k0 + BN > p.seqlen_k || (p.causal && k0 + BN - 1 > q0 + p.causal_offset);
     const int key_row = k0 + warp * 16 + (lane >> 2);
@@ -203,17 +203,13 @@ __global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, BwdKernel<kIndex>
         }
       }
     }
-    gemm_rab<T, D, TM>(dv, s, sDo, lane);
-
-    float ds[TM / 8][4];
-    gemm_abt<T, D, TM>(ds, base + L::kV, warp * 16, sDo, lane);
 #pragma unroll
     for (int n = 0; n < TM / 8; ++n) {
       const float2 delta = *reinterpret_cast<const float2*>(s_delta + buf * TM + n * 8 + 2 * (lane & 3));
 #pragma unroll
       for (int e = 0; e < 4; ++e) ds[n][e] = s[n][e] * (ds[n][e] - ((e & 1) ? delta.y : delta.x));
     }
-    gemm_rab<T, D, TM>(dk, ds, sQ, lane);
+    gemm_rab_pair<T, D, TM>(dv, s, sDo, dk, ds, sQ, lane);
 
     if constexpr (kAtomicDq) {
       const int row = warp * 16 + (lane >> 2);

@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, BwdKernel<kIndex>
     cp_async_commit();
     const uint32_t sK = sK0 + (j & 1) * kKVTileBytes, sV = sV0 + (j & 1) * kKVTileBytes;
 
-    float s[BN / 8][4];
-    gemm_abt<T, D, BN>(s, sQ, warp * 16, sK, lane);
+    float s[BN / 8][4], ds[BN / 8][4];  // S then P; dP then dS
+    gemm_abt_pair<T, D, BN>(s, sQ, sK, ds, sDo, sV, warp * 16, lane);
     const bool needs_mask = key0 + BN > p.seqlen_k || (p.causal && key0 + BN - 1 > q0 + p.causal_offset);
 #pragma unroll
     for (int n = 0; n < BN / 8; ++n)
@@ -99,8 +99,6 @@ __global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, BwdKernel<kIndex>
           s[n][e] = x;
         }
       }
-    float ds[BN / 8][4];
-    gemm_abt<T, D, BN>(ds, sDo, warp * 16, sV, lane);
 #pragma unroll
     for (int n = 0; n < BN / 8; ++n)
 #pragma unroll
