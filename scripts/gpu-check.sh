@@ -37,6 +37,10 @@ small+=':All/KernelVsCpu.*wgmma_sm90_layout_fp8_b2h4x4_q333k271_d128_bottomright
 small+=':All/KernelVsCpu.*wgmma_sm90_lqlk_fp8_b1h2x2_q300k100_d64_bottomright*'
 # Every wgmma_sm90 row forced on two small shapes (by name these take the split_keys row).
 small+=':Rows/WgmmaRow.*odd_fp16_b1h2x2_q129k129_d64_topleft_bhsd_m*:Rows/WgmmaRow.*lqlk_bf16_b1h2x2_q300k100_d128_bottomright_bhsd_m*'
+# The backward of mma_sm80 and the reference, both modes: a causal tail with grouped heads, Lq > Lk
+# bottom-right (rows with no key), a padded layout, and Lq = 0 / Lk = 0.
+small+=':All/BackwardVsCpu.*odd_fp16_b1h2x2_q129k129_d64_topleft*:All/BackwardVsCpu.*lqlk_bf16_b1h2x2_q300k100_d128_bottomright*'
+small+=':All/BackwardVsCpu.*gqa_fp16*d128*:All/BackwardVsCpu.*layout_bf16_b2h4x4_q333k271_d64_full_padded*:All/BackwardEdges.*'
 declare -A san_rc san_errors
 for tool in memcheck racecheck synccheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 99 "$tests" --gtest_filter="$small" --gtest_brief=1 \
