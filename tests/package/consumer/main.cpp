@@ -64,6 +64,22 @@ int main() {
          std::string("evosdpa_supports: ") + evosdpa_status_string(s) + " (" + message + ")");
   expect(selected == nullptr, "no kernel selected");
 
+  // The backward pass (ABI 0.4): its entry points are exported and check the call the same way.
+  p.lse = reinterpret_cast<float*>(uintptr_t{0x50000000});
+  p.dout = reinterpret_cast<const void*>(uintptr_t{0x60000000});
+  p.dq = reinterpret_cast<void*>(uintptr_t{0x70000000});
+  p.dk = reinterpret_cast<void*>(uintptr_t{0x80000000});
+  p.dv = reinterpret_cast<void*>(uintptr_t{0x90000000});
+  evosdpa_params_set_bhsd_strides(&p);
+  size_t workspace = 1;
+  const evosdpa_status_t ws = evosdpa_backward_workspace_size(&p, "auto", &workspace);
+  const std::string ws_message = evosdpa_last_error_message();
+  expect(expected_status(ws, ws_message.c_str()) && workspace == 0,
+         std::string("evosdpa_backward_workspace_size: ") + evosdpa_status_string(ws) + " (" + ws_message + ")");
+  p.lse = nullptr;
+  expect(evosdpa_attention_backward(&p, "auto", nullptr) == EVOSDPA_ERROR_INVALID_ARGUMENT,
+         "evosdpa_attention_backward refuses a null lse");
+
 #ifdef CONSUMER_CXX_API
   const evosdpa::Params cp = evosdpa::make_params(p.q, p.k, p.v, p.o, EVOSDPA_DTYPE_BFLOAT16, 1, 8, 512, 512, 128,
                                                   EVOSDPA_CAUSAL_TOP_LEFT);
@@ -71,6 +87,9 @@ int main() {
   expect(expected_status(r.status, r.message.c_str()) && r.kernel.empty(),
          std::string("evosdpa::supports: ") + evosdpa_status_string(r.status) + " (" + r.message + ")");
   expect(evosdpa::kernel_names().size() == static_cast<size_t>(n), "evosdpa::kernel_names()");
+  const evosdpa::Result b = evosdpa::supports_backward(p);
+  expect(b.status == EVOSDPA_ERROR_INVALID_ARGUMENT && b.kernel.empty(),
+         std::string("evosdpa::supports_backward: ") + evosdpa_status_string(b.status) + " (" + b.message + ")");
 #endif
 
   std::printf("%s\n", failures == 0 ? "consumer: PASS" : "consumer: FAIL");
