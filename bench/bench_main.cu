@@ -333,13 +333,19 @@ std::vector<uint8_t> download_codes(const void* d, int64_t n, std::vector<float>
   return codes;
 }
 
+// The benchmark shape as the host checks describe it (one head count for Q and K/V).
+evosdpa::host::Shape host_shape(const BenchShape& s) {
+  evosdpa::host::Shape hs;
+  hs.batch = s.batch, hs.heads_q = hs.heads_kv = s.heads, hs.seqlen_q = s.seqlen_q, hs.seqlen_k = s.seqlen_k;
+  hs.head_dim = s.head_dim, hs.causal = s.causal;
+  return hs;
+}
+
 // Check the kernel's output on set 0 against float64 on a sample of query rows (every row for small
 // problems) under the library's accuracy contract, as the tests do (host/accuracy_check.hpp).
 void verify(ResultRow& row, const Buffers& b, const Launcher& launch) {
   const BenchShape& s = row.shape;
-  evosdpa::host::Shape hs;
-  hs.batch = s.batch, hs.heads_q = hs.heads_kv = s.heads, hs.seqlen_q = s.seqlen_q, hs.seqlen_k = s.seqlen_k;
-  hs.head_dim = s.head_dim, hs.causal = s.causal;
+  const evosdpa::host::Shape hs = host_shape(s);
   const double work = static_cast<double>(s.batch) * s.heads * s.seqlen_q * s.seqlen_k * s.head_dim;
   const int64_t step = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(work / 4e9)));
   const bool fp8 = s.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
@@ -420,9 +426,7 @@ evosdpa::host::BackwardExpected backward_expected(const evosdpa::host::Shape& hs
 void verify_backward(ResultRow& row, const Buffers& b, const Launcher& launch) {
   using namespace evosdpa::host;
   const BenchShape& s = row.shape;
-  Shape hs;
-  hs.batch = s.batch, hs.heads_q = hs.heads_kv = s.heads, hs.seqlen_q = s.seqlen_q, hs.seqlen_k = s.seqlen_k;
-  hs.head_dim = s.head_dim, hs.causal = s.causal;
+  const Shape hs = host_shape(s);
   // All bits set is a NaN in fp16 and bf16: an element the call does not write fails.
   CHECK_CUDA(cudaMemset(b.dq, 0xff, hs.q_elems() * 2));
   CHECK_CUDA(cudaMemset(b.dk, 0xff, hs.kv_elems() * 2));

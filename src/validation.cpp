@@ -164,21 +164,27 @@ Check normalize_params(const evosdpa_params_t* params, evosdpa_params_t& out) {
   return {};
 }
 
+Check check_tensor_row_alignment(const TensorView& t, size_t elem_bytes, int64_t bytes) {
+  if (t.empty()) return {};
+  const int64_t elems = bytes / static_cast<int64_t>(elem_bytes);
+  if (reinterpret_cast<uintptr_t>(t.ptr) % bytes != 0)
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(t.name) + " is not " + std::to_string(bytes) + "-byte aligned");
+  // In elements, not bytes: stride * elem could overflow where stride alone does not.
+  for (int d = 0; d < 3; ++d)
+    if (t.sizes[d] > 1 && t.strides[d] % elems != 0)
+      return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(t.name) + " " + kDimNames[d] + " stride " +
+                                                   std::to_string(t.strides[d]) + " is not a multiple of " +
+                                                   std::to_string(elems) + " elements (" + std::to_string(bytes) +
+                                                   " bytes)");
+  return {};
+}
+
 Check check_row_alignment(const evosdpa_params_t& p, int64_t bytes) {
   const std::array<TensorView, 4> ts = tensors(p);
-  for (const TensorView& t : ts) {
-    if (t.empty()) continue;
-    const int64_t elems = bytes / static_cast<int64_t>(&t == &ts[3] ? output_elem_bytes(p) : input_elem_bytes(p));
-    if (reinterpret_cast<uintptr_t>(t.ptr) % bytes != 0)
-      return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(t.name) + " is not " + std::to_string(bytes) + "-byte aligned");
-    // In elements, not bytes: stride * elem could overflow where stride alone does not.
-    for (int d = 0; d < 3; ++d)
-      if (t.sizes[d] > 1 && t.strides[d] % elems != 0)
-        return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(t.name) + " " + kDimNames[d] + " stride " +
-                                                     std::to_string(t.strides[d]) + " is not a multiple of " +
-                                                     std::to_string(elems) + " elements (" + std::to_string(bytes) +
-                                                     " bytes)");
-  }
+  for (const TensorView& t : ts)
+    if (Check c = check_tensor_row_alignment(t, &t == &ts[3] ? output_elem_bytes(p) : input_elem_bytes(p), bytes);
+        !c.ok())
+      return c;
   return {};
 }
 

@@ -83,6 +83,8 @@ Check check_tensor(const TensorView& t, size_t elem_bytes);
 // boundary and its strides (of dims longer than 1) are multiples of `bytes`, in its own elements.
 // The message names the tensor, dimension and values, without the family's prefix.
 Check check_row_alignment(const evosdpa_params_t& p, int64_t bytes);
+// The same rule for one tensor of `elem_bytes`-byte elements (nothing to check when it is empty).
+Check check_tensor_row_alignment(const TensorView& t, size_t elem_bytes, int64_t bytes);
 
 // ---- The backward pass (validation_backward.cpp) ----
 

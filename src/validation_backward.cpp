@@ -33,6 +33,13 @@ std::array<NamedSpan, 6> input_spans(const evosdpa_params_t& p) {
            {"lse", has_no_queries(p) ? ByteSpan{} : byte_span(lse_view(p), 4)}}};
 }
 
+// What it writes: dq, dk, dv.
+std::array<NamedSpan, 3> output_spans(const evosdpa_params_t& p) {
+  const std::array<TensorView, 4> bw = backward_tensors(p);
+  const size_t elem = input_elem_bytes(p);
+  return {{{"dq", byte_span(bw[1], elem)}, {"dk", byte_span(bw[2], elem)}, {"dv", byte_span(bw[3], elem)}}};
+}
+
 // `name` (span `out`) must share no byte with any input nor with the outputs in `others`.
 template <size_t N>
 Check check_no_alias(const char* name, const ByteSpan& out, const std::array<NamedSpan, 6>& inputs,
@@ -89,9 +96,7 @@ Check validate_backward_params(const evosdpa_params_t& p) {
                                                       std::to_string(bw[t].strides[1]) + ", seq " +
                                                       std::to_string(bw[t].strides[2]) + ")");
   const std::array<NamedSpan, 6> inputs = input_spans(p);
-  const std::array<NamedSpan, 3> outputs = {{{"dq", byte_span(bw[1], input_elem_bytes(p))},
-                                             {"dk", byte_span(bw[2], input_elem_bytes(p))},
-                                             {"dv", byte_span(bw[3], input_elem_bytes(p))}}};
+  const std::array<NamedSpan, 3> outputs = output_spans(p);
   for (const auto& [name, span] : outputs)
     if (Check c = check_no_alias(name, span, inputs, outputs); !c.ok()) return c;
   return {};
@@ -107,27 +112,13 @@ Check check_workspace(const evosdpa_params_t& p, size_t needed) {
   if (reinterpret_cast<uintptr_t>(p.workspace) % kWorkspaceAlignment != 0)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
                 "workspace is not " + std::to_string(kWorkspaceAlignment) + "-byte aligned");
-  const std::array<TensorView, 4> bw = backward_tensors(p);
-  const std::array<NamedSpan, 3> outputs = {{{"dq", byte_span(bw[1], input_elem_bytes(p))},
-                                             {"dk", byte_span(bw[2], input_elem_bytes(p))},
-                                             {"dv", byte_span(bw[3], input_elem_bytes(p))}}};
-  return check_no_alias("workspace", byte_span(workspace_view(p, needed), 1), input_spans(p), outputs);
+  return check_no_alias("workspace", byte_span(workspace_view(p, needed), 1), input_spans(p), output_spans(p));
 }
 
 Check check_backward_row_alignment(const evosdpa_params_t& p, int64_t bytes) {
   if (Check c = check_row_alignment(p, bytes); !c.ok()) return c;
-  const int64_t elems = bytes / static_cast<int64_t>(input_elem_bytes(p));
-  for (const TensorView& t : backward_tensors(p)) {
-    if (t.empty()) continue;
-    if (reinterpret_cast<uintptr_t>(t.ptr) % bytes != 0)
-      return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(t.name) + " is not " + std::to_string(bytes) + "-byte aligned");
-    for (int d = 0; d < 3; ++d)
-      if (t.sizes[d] > 1 && t.strides[d] % elems != 0)
-        return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(t.name) + " " + kDimNames[d] + " stride " +
-                                                     std::to_string(t.strides[d]) + " is not a multiple of " +
-                                                     std::to_string(elems) + " elements (" + std::to_string(bytes) +
-                                                     " bytes)");
-  }
+  for (const TensorView& t : backward_tensors(p))
+    if (Check c = check_tensor_row_alignment(t, input_elem_bytes(p), bytes); !c.ok()) return c;
   return {};
 }
 

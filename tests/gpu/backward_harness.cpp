@@ -12,17 +12,6 @@ using namespace evosdpa::host;
 namespace gpu_test {
 namespace {
 
-// A BHSD tensor at the layout's strides; untouched storage holds a recognisable finite value, so reads
-// outside the tensor would show.
-void upload(DeviceBuffer& buf, const std::vector<float>& x, Layout l, int64_t B, int64_t H, int64_t L, int64_t D,
-            evosdpa_dtype_t dtype) {
-  const Strides st = strides_for(l, H, L, D);
-  std::vector<uint16_t> host(buf.bytes / 2, encode(dtype, 1000.f));
-  scatter(x, B, H, L, D, dtype, st.batch, st.head, st.seq, host);
-  if (cudaMemcpy(buf.ptr, host.data(), buf.bytes, cudaMemcpyHostToDevice) != cudaSuccess)
-    throw std::runtime_error("upload failed");
-}
-
 size_t bytes_for(Layout l, int64_t B, int64_t H, int64_t L, int64_t D) {
   return 2 * static_cast<size_t>(storage_elems(l, B, H, L, D));
 }

@@ -36,8 +36,6 @@ int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, in
   return batch * strides_for(l, heads, seqlen, head_dim).batch + 8;
 }
 
-namespace {
-
 void upload(DeviceBuffer& buf, const std::vector<float>& x, Layout l, int64_t B, int64_t H, int64_t L, int64_t D,
             evosdpa_dtype_t dtype) {
   const Strides st = strides_for(l, H, L, D);
@@ -47,6 +45,8 @@ void upload(DeviceBuffer& buf, const std::vector<float>& x, Layout l, int64_t B,
   if (cudaMemcpy(buf.ptr, host.data(), buf.bytes, cudaMemcpyHostToDevice) != cudaSuccess)
     throw std::runtime_error("upload failed");
 }
+
+namespace {
 
 // FP8: the E4M3 codes (BHSD) at the layout's strides, untouched storage holding 448's code.
 void upload_codes(DeviceBuffer& buf, const std::vector<uint8_t>& codes, Layout l, int64_t B, int64_t H, int64_t L,

@@ -45,6 +45,10 @@ struct Strides {
 };
 Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim);
 int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, int64_t head_dim);
+// Copy a BHSD float tensor, rounded to the 16-bit dtype, into `buf` at the layout's strides; storage
+// outside the tensor gets a recognisable finite value. Throws on a failed copy.
+void upload(DeviceBuffer& buf, const std::vector<float>& x, Layout l, int64_t B, int64_t H, int64_t L, int64_t D,
+            evosdpa_dtype_t dtype);
 
 // A problem uploaded to the device, ready to run repeatedly.
 class DeviceProblem {
