@@ -17,10 +17,12 @@ set(EVOSDPA_SOURCES
   src/kernels/mma/inst/mma_bf16_d64.cu
   src/kernels/mma/inst/mma_bf16_d128.cu
   src/kernels/mma/bwd/bwd_dispatch.cu
-  src/kernels/mma/bwd/inst/mma_bwd_fp16_d64.cu
-  src/kernels/mma/bwd/inst/mma_bwd_fp16_d128.cu
-  src/kernels/mma/bwd/inst/mma_bwd_bf16_d64.cu
-  src/kernels/mma/bwd/inst/mma_bwd_bf16_d128.cu
+  src/kernels/mma/bwd/inst/mma_bwd_fp16_row0.cu
+  src/kernels/mma/bwd/inst/mma_bwd_fp16_row1.cu
+  src/kernels/mma/bwd/inst/mma_bwd_fp16_row2.cu
+  src/kernels/mma/bwd/inst/mma_bwd_bf16_row0.cu
+  src/kernels/mma/bwd/inst/mma_bwd_bf16_row1.cu
+  src/kernels/mma/bwd/inst/mma_bwd_bf16_row2.cu
   src/kernels/wgmma/wgmma_family.cpp
   src/kernels/wgmma/tma_map.cpp
   src/kernels/mma_fp8/mma_fp8_family.cpp

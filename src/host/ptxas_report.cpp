@@ -44,10 +44,12 @@ void fill_backward_shape(KernelResources& k) {
   if (!std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) return;
   const int row = std::stoi(m[1]);
   if (row < 0 || row >= m80::kBwdConfigCount) return;
-  k.threads_per_block = m80::kBwdConfigs[row].threads();
-  k.dynamic_smem_bytes = k.function.find("bwd_dkdv_kernel") != std::string::npos
-                             ? m80::kBwdConfigs[row].dkdv_smem_bytes(m80::kElemBytes)
-                             : m80::kBwdConfigs[row].dq_smem_bytes(m80::kElemBytes);
+  const bool dkdv = k.function.find("bwd_dkdv_kernel") != std::string::npos;
+  // A dK/dV kernel below its row's min_arch is a trap that selection never launches: no launch shape.
+  if (dkdv && std::stoi(k.arch.substr(3)) < m80::kBwdConfigs[row].min_arch) return;
+  k.threads_per_block = dkdv ? m80::kBwdConfigs[row].threads() : m80::kBwdConfigs[row].dq_kernel_threads();
+  k.dynamic_smem_bytes = dkdv ? m80::kBwdConfigs[row].dkdv_smem_bytes(m80::kElemBytes)
+                              : m80::kBwdConfigs[row].dq_smem_bytes(m80::kElemBytes);
 }
 
 // Threads and dynamic shared memory of our kernels, recovered from the mangled name: attention_kernel's

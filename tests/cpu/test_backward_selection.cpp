@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cpu/params_fixture.hpp"
+#include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/registry.hpp"
 #include "validation.hpp"
 
@@ -145,6 +146,28 @@ TEST(BackwardSelection, AutoTakesMmaSm80AndTheReferenceWhereItCannot) {
   const auto named = select_backward(p, device(9, 0), "mma_sm80");
   EXPECT_EQ(named.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
   EXPECT_NE(named.check.message.find("dq is not 16-byte aligned"), std::string::npos) << named.check.message;
+}
+
+// mma_sm80's backward rows: 128 keys per block where the device runs them (D = 128: sm_90, for its
+// shared memory and its vector dQ adds), 64 keys before.
+TEST(BackwardSelection, MmaSm80RowByDevice) {
+  namespace m80 = evosdpa::detail::mma_sm80;
+  const auto block_n = [](evosdpa::detail::DeviceInfo dev, int64_t d) {
+    const auto s = select_backward(valid_backward(2, 8, 2, 1000, 777, d), dev, "mma_sm80");
+    EXPECT_TRUE(s.check.ok()) << s.check.message;
+    return s.check.ok() ? m80::kBwdConfigs[s.variant].block_n : 0;
+  };
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)})
+    EXPECT_EQ(block_n(dev, 64), 128) << dev.cc_major << "." << dev.cc_minor;
+  EXPECT_EQ(block_n(device(9, 0), 128), 128);
+  EXPECT_EQ(block_n(device(10, 0), 128), 128);
+  EXPECT_EQ(block_n(device(9, 0, 99 * 1024), 128), 64);  // a sm_90 part that allows less
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024)})
+    EXPECT_EQ(block_n(dev, 128), 64) << dev.cc_major << "." << dev.cc_minor;
+  for (int i = 0; i < m80::kBwdConfigCount; ++i)  // every row is some device's choice
+    EXPECT_EQ(m80::bwd_config_index(m80::kBwdConfigs[i].head_dim, m80::kBwdConfigs[i].min_arch,
+                                    m80::kBwdConfigs[i].smem_bytes(2)),
+              i);
 }
 
 TEST(BackwardSelection, FamiliesWithoutABackwardRefuseByName) {

@@ -1,6 +1,5 @@
 // The sm_80 tensor-core family in the registry: what it supports (a tile-table row for the head_dim,
 // shared memory, alignment, grid size) and its entry points.
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -58,16 +57,21 @@ FamilySupport backward_supports(const evosdpa_params_t& p, const DeviceInfo& dev
     return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::move(message))};
   };
   // validate_backward_params admits fp16 and bf16 only, the instantiations of inst/.
-  const int variant = mma_sm80::bwd_config_index(static_cast<int>(p.head_dim));
-  if (variant < 0) return refuse(who + "no configuration for head_dim " + std::to_string(p.head_dim));
-  const mma_sm80::BwdConfig& cfg = mma_sm80::kBwdConfigs[variant];
-  const long long smem = std::max(cfg.dkdv_smem_bytes(mma_sm80::kElemBytes), cfg.dq_smem_bytes(mma_sm80::kElemBytes));
-  if (smem > dev.max_smem_per_block_optin)
-    return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+  const int head_dim = static_cast<int>(p.head_dim);
+  if (mma_sm80::bwd_config_index(head_dim) < 0)
+    return refuse(who + "no configuration for head_dim " + std::to_string(p.head_dim));
+  // The preferred row that the device runs: every head dim has one for sm_80 with sm_86/sm_89's memory.
+  const int variant =
+      mma_sm80::bwd_config_index(head_dim, 10 * dev.cc_major + dev.cc_minor, dev.max_smem_per_block_optin);
+  if (variant < 0)
+    return refuse(who + "needs " + std::to_string(mma_sm80::bwd_min_smem_bytes(head_dim)) +
+                  " bytes of shared memory per block, the device allows " +
                   std::to_string(dev.max_smem_per_block_optin));
+  const mma_sm80::BwdConfig& cfg = mma_sm80::kBwdConfigs[variant];
   if (const Check c = check_backward_row_alignment(p, kChunkBytes); !c.ok()) return refuse(who + c.message);
   // Every factor is below 2^31, but their product can pass 2^63.
-  const __int128 q_blocks = static_cast<__int128>((p.seqlen_q + cfg.block_m - 1) / cfg.block_m) * p.batch * p.heads_q;
+  const __int128 q_blocks = static_cast<__int128>((p.seqlen_q + cfg.dq_kernel_block_m() - 1) / cfg.dq_kernel_block_m()) *
+                            p.batch * p.heads_q;
   const __int128 k_blocks = static_cast<__int128>((p.seqlen_k + cfg.block_n - 1) / cfg.block_n) * p.batch * p.heads_kv;
   const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
   if (q_blocks > kMaxGridX || k_blocks > kMaxGridX || rows > kMaxGridX)

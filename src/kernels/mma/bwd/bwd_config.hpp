@@ -12,33 +12,55 @@ namespace evosdpa::detail::mma_sm80 {
 // Threads per block of the elementwise passes (bwd_prepass.cuh), D / 8 per query row.
 inline constexpr int kPrepassThreads = 128;
 
+// Shared memory of sm_86 and sm_89 per block after the opt-in: every head dim needs a row within it.
+inline constexpr int kSm8xSmemBytes = 99 * 1024;
+// sm_90's opt-in: no row may ask for more.
+inline constexpr int kMaxSmemBytes = 227 * 1024;
+
 struct BwdConfig {
-  int head_dim;           // D
-  int warps;              // warps per block; each owns 16 rows: keys in the dK/dV kernel, queries in the dQ one
-  int block_m;            // dQ kernel: the block's queries (16 per warp)
-  int block_n;            // dK/dV kernel: the block's keys (16 per warp); dQ kernel: keys per streamed tile
-  int tile_m;             // dK/dV kernel: queries per tile streamed past the block's keys
-  int min_blocks_per_sm;  // __launch_bounds__ occupancy hint
+  int head_dim;  // D
+  int min_arch;  // lowest compute capability (10 major + minor) selection gives the row; below it the
+                 // dK/dV kernel is not compiled
+  // dK/dV kernel (bwd_dkdv_kernel.cuh): a block owns block_n keys and streams tiles of tile_m queries
+  // past them. Its warps are laid out three ways, one per product, each warp owning a rectangle of it:
+  int block_n;    // keys per block
+  int tile_m;     // queries per streamed tile
+  int warps;      // warps per block
+  int sdp_warps_m;  // S and dP [tile_m x block_n]: warps along the queries (the rest along the keys)
+  int kv_warps_n;   // dK and dV [block_n x D]: warps along the keys (the rest along D)
+  int dq_warps_m;   // FAST mode's dQ [tile_m x D]: warps along the queries (the rest along D)
+  // dQ kernel (bwd_dq_kernel.cuh, DETERMINISTIC mode): 16 query rows per warp, key tiles streamed past.
+  int dq_kernel_warps;    // warps per block; the block owns 16 x this many queries
+  int dq_kernel_block_n;  // keys per streamed tile
 
   constexpr int threads() const { return warps * 32; }
-  // dK/dV kernel: K and V tiles; double-buffered Q and dO tiles, lse and D; the dS^T tile the dQ atomics
-  // read (FAST mode; allocated in both so one instantiation serves both).
+  constexpr int dq_kernel_threads() const { return dq_kernel_warps * 32; }
+  constexpr int dq_kernel_block_m() const { return 16 * dq_kernel_warps; }
+  // dK/dV kernel: K and V tiles; double-buffered Q and dO tiles, lse and D; the P and dS tiles.
   constexpr int dkdv_smem_bytes(int elem_bytes) const {
-    return (2 * block_n * head_dim + 2 * 2 * tile_m * head_dim + block_n * tile_m) * elem_bytes + 2 * 2 * tile_m * 4;
+    return (2 * block_n * head_dim + 2 * 2 * tile_m * head_dim + 2 * tile_m * block_n) * elem_bytes +
+           2 * 2 * tile_m * 4;
   }
   // dQ kernel: the block's Q and dO tiles; double-buffered K and V tiles.
   constexpr int dq_smem_bytes(int elem_bytes) const {
-    return (2 * block_m * head_dim + 2 * 2 * block_n * head_dim) * elem_bytes;
+    return (2 * dq_kernel_block_m() * head_dim + 2 * 2 * dq_kernel_block_n * head_dim) * elem_bytes;
+  }
+  constexpr int smem_bytes(int elem_bytes) const {
+    return dkdv_smem_bytes(elem_bytes) > dq_smem_bytes(elem_bytes) ? dkdv_smem_bytes(elem_bytes)
+                                                                   : dq_smem_bytes(elem_bytes);
   }
 };
 
-// One row per head dim, 4 warps, 64 x 64 blocks: the first correct version; its speed against
-// FlashAttention-2 is in docs/perf-log.md. D = 128 streams query tiles of 32: with 64 its dK/dV kernel
-// needed 255 registers and spilled 28 bytes (ptxas, sm_90; dK and dV alone hold 128 fp32 registers per
-// thread), and its 105 KiB of shared memory were over sm_86/sm_89's 99 KiB per block.
+// Rows in order of preference per head dim: selection takes the first that the device's compute
+// capability and shared memory allow. FlashAttention-2's layout (8 warps over 128 keys, 64-query tiles;
+// 2 x 4 warps for S and dP, 4 x 2 for dK and dV): warp rectangles of 32 x 32 or more read 192-256 bytes
+// of shared memory per mma, against 320 for the first version's 16 keys per warp (docs/perf-log.md
+// v10.3). D = 128 at 128 keys needs 161 KiB and all 255 registers: sm_80-89's scalar dQ atomics push
+// it into a 4-8 byte spill (ptxas), so it is sm_90's; before, 64 keys and 32-query tiles in 4 warps.
 inline constexpr BwdConfig kBwdConfigs[] = {
-    {64, 4, 64, 64, 64, 2},
-    {128, 4, 64, 64, 32, 2},
+    {64, 80, 128, 64, 8, 2, 4, 2, 4, 64},
+    {128, 90, 128, 64, 8, 2, 4, 2, 4, 64},
+    {128, 80, 64, 32, 4, 1, 2, 2, 4, 64},
 };
 inline constexpr int kBwdConfigCount = sizeof(kBwdConfigs) / sizeof(kBwdConfigs[0]);
 
@@ -48,39 +70,68 @@ template <int kIndex>
 struct BwdKernel {
   static constexpr BwdConfig kCfg = kBwdConfigs[kIndex];
   static constexpr int kD = kCfg.head_dim;
-  static constexpr int kBM = kCfg.block_m;
+  static constexpr int kMinArch = kCfg.min_arch;
   static constexpr int kBN = kCfg.block_n;
   static constexpr int kTM = kCfg.tile_m;
+  static constexpr int kWarps = kCfg.warps;
   static constexpr int kThreads = kCfg.threads();
-  static constexpr int kMinBlocks = kCfg.min_blocks_per_sm;
+  static constexpr int kSdpWarpsM = kCfg.sdp_warps_m;
+  static constexpr int kKvWarpsN = kCfg.kv_warps_n;
+  static constexpr int kDqWarpsM = kCfg.dq_warps_m;
+  static constexpr int kDqKernelThreads = kCfg.dq_kernel_threads();
+  static constexpr int kDqKernelBM = kCfg.dq_kernel_block_m();
+  static constexpr int kDqKernelBN = kCfg.dq_kernel_block_n;
 };
 
-constexpr int bwd_config_index(int head_dim) {
-  for (int i = 0; i < kBwdConfigCount; ++i)
-    if (kBwdConfigs[i].head_dim == head_dim) return i;
-  return -1;
+// load_tile's rule: each thread copies one chunk column of rows a multiple of 8 apart, in whole rounds.
+constexpr bool loads_tile(int threads, int rows, int head_dim) {
+  const int chunks = head_dim / 8, step = threads / chunks;
+  return threads % chunks == 0 && step % 8 == 0 && rows % step == 0;
+}
+
+// A warp rectangle of a product [rows x cols] split over `warps_rows` x the rest: whole 16-row
+// m-tiles and 16-column pairs of n-tiles (one ldmatrix.x4 gives two).
+constexpr bool splits(int rows, int cols, int warps, int warps_rows) {
+  return warps_rows >= 1 && warps % warps_rows == 0 && rows % (16 * warps_rows) == 0 &&
+         cols % (16 * (warps / warps_rows)) == 0;
 }
 
 constexpr bool bwd_valid(const BwdConfig& c) {
-  return c.head_dim % 16 == 0 && c.block_n == 16 * c.warps && c.block_m == 16 * c.warps &&
-         // the dS^T tile's rows of tile_m 16-bit elements: 4 or 8+ chunks (the swizzle); the dQ atomics
-         // split the warps over its 16-row groups and D's columns
-         (c.tile_m == 32 || c.tile_m % 64 == 0) && c.tile_m <= c.block_n && c.warps % (c.tile_m / 16) == 0 &&
-         (c.head_dim / (c.warps / (c.tile_m / 16))) % 16 == 0 &&
-         // load_tile: each thread copies one chunk column of rows a multiple of 8 apart, in whole rounds
-         c.threads() % (c.head_dim / 8) == 0 && (c.threads() / (c.head_dim / 8)) % 8 == 0 &&
-         c.block_m % (c.threads() / (c.head_dim / 8)) == 0 && c.block_n % (c.threads() / (c.head_dim / 8)) == 0 &&
-         c.tile_m % (c.threads() / (c.head_dim / 8)) == 0 &&
-         c.threads() >= c.tile_m &&  // one thread per query row loads lse and D
-         c.min_blocks_per_sm >= 1 &&
-         // within sm_86/sm_89's 99 KiB per block, so every device of the family runs it
-         c.dkdv_smem_bytes(2) <= 99 * 1024 && c.dq_smem_bytes(2) <= 99 * 1024;
+  return (c.head_dim == 64 || c.head_dim == 128) &&
+         // P and dS tiles: rows of block_n 16-bit elements, 4 or 8+ chunks (the swizzle)
+         (c.block_n == 32 || c.block_n % 64 == 0) && c.tile_m % 16 == 0 &&
+         splits(c.tile_m, c.block_n, c.warps, c.sdp_warps_m) && splits(c.block_n, c.head_dim, c.warps, c.kv_warps_n) &&
+         splits(c.tile_m, c.head_dim, c.warps, c.dq_warps_m) && loads_tile(c.threads(), c.block_n, c.head_dim) &&
+         loads_tile(c.threads(), c.tile_m, c.head_dim) && c.threads() >= c.tile_m &&  // one thread per row loads lse and D
+         loads_tile(c.dq_kernel_threads(), c.dq_kernel_block_m(), c.head_dim) &&
+         loads_tile(c.dq_kernel_threads(), c.dq_kernel_block_n, c.head_dim) && c.dq_kernel_block_n % 16 == 0 &&
+         c.smem_bytes(2) <= kMaxSmemBytes;
+}
+
+// Whether a device of compute capability `arch` (10 major + minor) with `smem_bytes` per block runs the row.
+constexpr bool bwd_row_runs(const BwdConfig& c, int arch, long long smem_bytes) {
+  return arch >= c.min_arch && c.smem_bytes(2) <= smem_bytes;
+}
+
+// The first row of `head_dim` such a device runs, or -1.
+constexpr int bwd_config_index(int head_dim, int arch = 90, long long smem_bytes = kMaxSmemBytes) {
+  for (int i = 0; i < kBwdConfigCount; ++i)
+    if (kBwdConfigs[i].head_dim == head_dim && bwd_row_runs(kBwdConfigs[i], arch, smem_bytes)) return i;
+  return -1;
+}
+
+// The least shared memory a row of `head_dim` needs, or 0 when there is none.
+constexpr int bwd_min_smem_bytes(int head_dim) {
+  int least = 0;
+  for (const BwdConfig& c : kBwdConfigs)
+    if (c.head_dim == head_dim && (least == 0 || c.smem_bytes(2) < least)) least = c.smem_bytes(2);
+  return least;
 }
 
 constexpr bool bwd_all_valid() {
   for (const BwdConfig& c : kBwdConfigs)
-    if (!bwd_valid(c)) return false;
-  return bwd_config_index(64) >= 0 && bwd_config_index(128) >= 0;
+    if (!bwd_valid(c) || c.min_arch < 80) return false;
+  return bwd_config_index(64, 80, kSm8xSmemBytes) >= 0 && bwd_config_index(128, 80, kSm8xSmemBytes) >= 0;
 }
 static_assert(bwd_all_valid(), "invalid mma_sm80 backward configuration");
 

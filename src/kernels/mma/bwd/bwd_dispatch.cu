@@ -8,18 +8,23 @@
 
 namespace evosdpa::detail::mma_sm80 {
 
+static_assert(kBwdConfigCount == 3, "one instantiation file per dtype and row in inst/, one case per row below");
+
 // Compiled in inst/, one per file.
-extern template cudaError_t launch_backward<__half, bwd_config_index(64)>(const BackwardParams&, cudaStream_t);
-extern template cudaError_t launch_backward<__half, bwd_config_index(128)>(const BackwardParams&, cudaStream_t);
-extern template cudaError_t launch_backward<__nv_bfloat16, bwd_config_index(64)>(const BackwardParams&, cudaStream_t);
-extern template cudaError_t launch_backward<__nv_bfloat16, bwd_config_index(128)>(const BackwardParams&, cudaStream_t);
+extern template cudaError_t launch_backward<__half, 0>(const BackwardParams&, cudaStream_t);
+extern template cudaError_t launch_backward<__half, 1>(const BackwardParams&, cudaStream_t);
+extern template cudaError_t launch_backward<__half, 2>(const BackwardParams&, cudaStream_t);
+extern template cudaError_t launch_backward<__nv_bfloat16, 0>(const BackwardParams&, cudaStream_t);
+extern template cudaError_t launch_backward<__nv_bfloat16, 1>(const BackwardParams&, cudaStream_t);
+extern template cudaError_t launch_backward<__nv_bfloat16, 2>(const BackwardParams&, cudaStream_t);
 
 cudaError_t launch_backward_variant(const BackwardParams& bp, evosdpa_dtype_t dtype, int variant, cudaStream_t stream) {
   return with_element_type(dtype, [&](auto t) {
     using T = decltype(t);
     switch (variant) {
-      case bwd_config_index(64): return launch_backward<T, bwd_config_index(64)>(bp, stream);
-      case bwd_config_index(128): return launch_backward<T, bwd_config_index(128)>(bp, stream);
+      case 0: return launch_backward<T, 0>(bp, stream);
+      case 1: return launch_backward<T, 1>(bp, stream);
+      case 2: return launch_backward<T, 2>(bp, stream);
       default: return cudaErrorInvalidValue;
     }
   });

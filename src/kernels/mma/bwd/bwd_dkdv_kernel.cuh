@@ -1,11 +1,14 @@
 // mma_sm80's backward, dK and dV (FlashAttention-2's algorithm). One block owns block_n keys of one
-// (batch, K/V head), 16 per warp, and streams past them every tile of tile_m queries that sees them, of every query
+// (batch, K/V head) and streams past them every tile of tile_m queries that sees them, of every query
 // head of the group (so grouped-query sums need no second pass), double-buffered by cp.async:
-//   S^T = K Q^T,  P^T = exp2(S^T scale log2(e) - lse log2(e)),  dV += P^T dO,
-//   dP^T = V dO^T,  dS^T = P^T (dP^T - D),  dK += dS^T Q,
-// with dK and dV in fp32 registers for the whole loop, stored once (dK times the scale).
-// kAtomicDq (FAST mode): the block also adds its share of dQ = dS K to the float32 sums in the workspace,
-// through a dS^T tile in shared memory; otherwise bwd_dq_kernel.cuh computes dQ in a pass of its own.
+//   S = Q K^T,  P = exp2(S scale log2(e) - lse log2(e)),  dP = dO V^T,  dS = P (dP - D),
+//   dV += P^T dO,  dK += dS^T Q,
+// with dK and dV in fp32 registers for the whole loop, stored once (dK times the scale). P and dS go
+// through shared memory between the products, because each product has its own warp layout (the
+// config's sdp_warps_m, kv_warps_n): warp rectangles of 32 x 32 and more, where the first version's
+// 16 keys per warp re-read every B fragment for 2 mma (docs/perf-log.md v10.3).
+// kAtomicDq (FAST mode): the block also adds its share of dQ = dS K to the float32 sums in the workspace;
+// otherwise bwd_dq_kernel.cuh computes dQ in a pass of its own.
 #pragma once
 
 #include "kernels/rtc_std.hpp"
@@ -27,10 +30,22 @@ struct DkdvSmem {
   static constexpr uint32_t kV = kK + BN * D * 2;
   static constexpr uint32_t kQ = kV + BN * D * 2;        // two buffers of TM x D
   static constexpr uint32_t kDo = kQ + 2 * TM * D * 2;   // two buffers of TM x D
-  static constexpr uint32_t kDs = kDo + 2 * TM * D * 2;  // BN x TM, dS^T
-  static constexpr uint32_t kLse = kDs + BN * TM * 2;    // two buffers of TM floats (log2 domain)
+  static constexpr uint32_t kP = kDo + 2 * TM * D * 2;   // TM x BN, [query][key]
+  static constexpr uint32_t kDs = kP + TM * BN * 2;      // TM x BN, [query][key]
+  static constexpr uint32_t kLse = kDs + TM * BN * 2;    // two buffers of TM floats (log2 domain)
   static constexpr uint32_t kDelta = kLse + 2 * TM * 4;  // two buffers of TM floats
   static constexpr uint32_t kBytes = kDelta + 2 * TM * 4;
+};
+
+// A warp's rectangle of a [kRows x kCols] product split over kWarpsRows x (kWarps / kWarpsRows) warps:
+// kMT 16-row m-tiles by kNT 8-column n-tiles, from (row0, col0).
+template <int kRows, int kCols, int kWarps, int kWarpsRows>
+struct WarpRect {
+  static constexpr int kMT = kRows / kWarpsRows / 16;
+  static constexpr int kNT = kCols / (kWarps / kWarpsRows) / 8;
+  int row0, col0;
+  __device__ explicit WarpRect(int warp)
+      : row0((warp % kWarpsRows) * kMT * 16), col0((warp / kWarpsRows) * kNT * 8) {}
 };
 
 // Adds one 16 x 8 accumulator fragment (rows row0 .. row0 + 15 of the warp as `row`, columns col0 ..
@@ -62,62 +77,54 @@ __device__ __forceinline__ void add_dq_fragment(float* sums, int ld, int valid_r
 #endif
 }
 
-// FAST mode: dQ[TM x D] += dS[TM x BN] . K[BN x D], added to the float32 sums. The warps split the
-// tile's 16-row groups and, when there are more warps than groups, D's columns. dS^T is in shared
-// memory ([key][query], swizzled rows of TM elements); the warp's A fragments are read transposed, once,
-// and its sums go out one 16-column slice at a time to keep registers free.
-template <typename T, int D, int TM, int BN, int kWarps>
-__device__ __forceinline__ void add_dq(float* dq_rows, int valid_rows, uint32_t sDs, uint32_t sK, int warp, int lane) {
-  constexpr int kRowGroups = TM / 16;
-  constexpr int kCols = D / (kWarps / kRowGroups);
-  const int row0 = (warp % kRowGroups) * 16, col0 = (warp / kRowGroups) * kCols;
-  uint32_t a[BN / 16][4];
+// Rows of a [rows][D] output in T from a warp rectangle's accumulators times `scale` (rows from
+// row0, columns from col0); rows at or past `valid_rows` are not written.
+template <typename T, int MT, int NT>
+__device__ __forceinline__ void store_rect(T* out, int64_t seq_stride, const float (&c)[MT][NT][4], float scale,
+                                           int row0, int col0, int valid_rows, int lane) {
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk) {
-    const int key = kk * 16 + (lane & 7) + ((lane >> 4) & 1) * 8;
-    ldmatrix_x4_trans(a[kk], sDs + swizzle<TM / 8>(key, row0 / 8 + ((lane >> 3) & 1)));
-  }
-  const int row = row0 + (lane >> 2);
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-  for (int dd = col0 / 16; dd < (col0 + kCols) / 16; ++dd) {
-    float c[2][4] = {};
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + mt * 16 + (lane >> 2) + h * 8;
+      if (row >= valid_rows) continue;
+      T* dst = out + row * seq_stride + col0 + 2 * (lane & 3);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      const int key = kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, sK + swizzle<D / 8>(key, 2 * dd + (lane >> 4)));
-      mma_16x8x16<T>(c[0], a[kk], b[0], b[1]);
-      mma_16x8x16<T>(c[1], a[kk], b[2], b[3]);
+      for (int n = 0; n < NT; ++n)
+        *reinterpret_cast<uint32_t*>(dst + n * 8) = pack2<T>(c[mt][n][2 * h] * scale, c[mt][n][2 * h + 1] * scale);
     }
-#pragma unroll
-    for (int j = 0; j < 2; ++j) add_dq_fragment(dq_rows, D, valid_rows, row, dd * 16 + j * 8, c[j], lane);
-  }
 }
 
-// Rows [row0, row0 + 16) of a [rows][D] output in T from this warp's accumulators times `scale`; rows at
-// or past `valid_rows` are not written.
-template <typename T, int D>
-__device__ __forceinline__ void store_rows(T* out, int64_t seq_stride, const float (&c)[D / 8][4], float scale,
-                                           int row0, int valid_rows, int lane) {
+// Stores a warp rectangle of P or dS, rounded to T, into a [query][key] tile of BN keys.
+template <typename T, int BN, typename Rect, int MT, int NT>
+__device__ __forceinline__ void store_scores(uint32_t tile, const float (&c)[MT][NT][4], const Rect& r, int lane) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + (lane >> 2) + r * 8;
-    if (row >= valid_rows) continue;
-    T* dst = out + row * seq_stride + 2 * (lane & 3);
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<uint32_t*>(dst + n * 8) = pack2<T>(c[n][2 * r] * scale, c[n][2 * r + 1] * scale);
-  }
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = r.row0 + mt * 16 + (lane >> 2) + h * 8, col = r.col0 + n * 8;
+        const uint32_t v = pack2<T>(c[mt][n][2 * h], c[mt][n][2 * h + 1]);
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(tile + swizzle<BN / 8>(row, col / 8) + 4 * (lane & 3)), "r"(v)
+                     : "memory");
+      }
 }
 
 template <typename T, int kIndex, bool kAtomicDq>
-__global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, BwdKernel<kIndex>::kMinBlocks)
-    bwd_dkdv_kernel(const BackwardParams bp, const BwdWorkspace ws) {
-  constexpr int D = BwdKernel<kIndex>::kD;
-  constexpr int TM = BwdKernel<kIndex>::kTM;
-  constexpr int BN = BwdKernel<kIndex>::kBN;
-  constexpr int kThreads = BwdKernel<kIndex>::kThreads;
+__device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWorkspace& ws) {
+  using Cfg = BwdKernel<kIndex>;
+  constexpr int D = Cfg::kD, TM = Cfg::kTM, BN = Cfg::kBN, kThreads = Cfg::kThreads, kWarps = Cfg::kWarps;
   using L = DkdvSmem<D, TM, BN>;
+  using SdpRect = WarpRect<TM, BN, kWarps, Cfg::kSdpWarpsM>;   // S, dP, P, dS: queries x keys
+  using KvRect = WarpRect<BN, D, kWarps, Cfg::kKvWarpsN>;      // dK, dV: keys x D
+  using DqRect = WarpRect<TM, D, kWarps, Cfg::kDqWarpsM>;      // FAST mode's dQ: queries x D
+  constexpr int SM = SdpRect::kMT, SN = SdpRect::kNT, KM = KvRect::kMT, KN = KvRect::kNT;
+  // S = Q K^T, dP = dO V^T: A [query][d], B [key][d]. dV += P^T dO, dK += dS^T Q: A read transposed from
+  // [query][key], B [query][d]. dQ += dS K: A [query][key], B [key][d].
+  using SdpOps = Operands<D / 8, false, D / 8, false>;
+  using KvOps = Operands<BN / 8, true, D / 8, true>;
+  using DqOps = Operands<BN / 8, false, D / 8, true>;
   constexpr uint32_t kQTileBytes = TM * D * 2;
   const KernelParams& p = bp.fwd;
 
@@ -131,6 +138,8 @@ __global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, BwdKernel<kIndex>
   const int b = bh / bp.heads_kv, h_kv = bh % bp.heads_kv;
   const int k0 = (blockIdx.x % num_k_blocks) * BN;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const SdpRect sr(warp);
+  const KvRect kr(warp);
 
   load_tile<BN, D, kThreads>(base + L::kK,
                              static_cast<const T*>(p.k) + b * p.k_batch_stride + h_kv * p.k_head_stride +
@@ -169,71 +178,82 @@ __global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, BwdKernel<kIndex>
     }
   };
 
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  float dk[KM][KN][4] = {}, dv[KM][KN][4] = {};
   if (total > 0) load_queries(0);
   cp_async_commit();  // K, V, and query tile 0
 
   for (int t = 0; t < total; ++t) {
     cp_async_wait<0>();
-    // Tile t visible to all; every warp is past tile t-1, so its buffers (and the dS^T tile) are free.
+    // Tile t visible to all; every warp is past tile t-1, so its buffers and the P and dS tiles are free.
     __syncthreads();
     if (t + 1 < total) load_queries(t + 1);
     cp_async_commit();
     const int buf = t & 1, q0 = tile_q0(t);
     const uint32_t sQ = base + L::kQ + buf * kQTileBytes, sDo = base + L::kDo + buf * kQTileBytes;
 
-    float s[TM / 8][4], ds[TM / 8][4];  // S^T then P^T; dP^T then dS^T
-    gemm_abt_pair<T, D, TM>(s, base + L::kK, sQ, ds, base + L::kV, sDo, warp * 16, lane);
+    float s[SM][SN][4] = {}, ds[SM][SN][4] = {};  // S then P; dP then dS
+    warp_gemm_pair<T, SdpOps, SM, SN, D>(s, sQ, base + L::kK, ds, sDo, base + L::kV, sr.row0, sr.col0, lane);
     // Keys past the end must be masked: their zero K rows give S = 0, and exp2(-lse) can overflow.
     const bool needs_mask = k0 + BN > p.seqlen_k || (p.causal && k0 + BN - 1 > q0 + p.causal_offset);
-    const int key_row = k0 + warp * 16 + (lane >> 2);
 #pragma unroll
-    for (int n = 0; n < TM / 8; ++n) {
-      const int col = n * 8 + 2 * (lane & 3);
-      const float2 lse = *reinterpret_cast<const float2*>(s_lse + buf * TM + col);
+    for (int mt = 0; mt < SM; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float x = fast_exp2(s[n][e] * p.scale_log2 - ((e & 1) ? lse.y : lse.x));
-        if (needs_mask) {
-          const int key = key_row + (e >> 1) * 8, query = q0 + col + (e & 1);
-          // Selected, not computed from -inf: a row that sees no key has lse = -inf.
-          s[n][e] = key < p.seqlen_k && (!p.causal || key <= query + p.causal_offset) ? x : 0.f;
-        } else {
-          s[n][e] = x;
-        }
+      for (int h = 0; h < 2; ++h) {
+        const int row = sr.row0 + mt * 16 + (lane >> 2) + h * 8;
+        const float lse = s_lse[buf * TM + row], delta = s_delta[buf * TM + row];
+#pragma unroll
+        for (int n = 0; n < SN; ++n)
+#pragma unroll
+          for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            float x = fast_exp2(s[mt][n][e] * p.scale_log2 - lse);
+            if (needs_mask) {
+              const int key = k0 + sr.col0 + n * 8 + 2 * (lane & 3) + (e & 1);
+              // Selected, not computed from -inf: a row that sees no key has lse = -inf.
+              if (!(key < p.seqlen_k && (!p.causal || key <= q0 + row + p.causal_offset))) x = 0.f;
+            }
+            s[mt][n][e] = x;
+            ds[mt][n][e] = x * (ds[mt][n][e] - delta);
+          }
       }
-    }
-#pragma unroll
-    for (int n = 0; n < TM / 8; ++n) {
-      const float2 delta = *reinterpret_cast<const float2*>(s_delta + buf * TM + n * 8 + 2 * (lane & 3));
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ds[n][e] = s[n][e] * (ds[n][e] - ((e & 1) ? delta.y : delta.x));
-    }
-    gemm_rab_pair<T, D, TM>(dv, s, sDo, dk, ds, sQ, lane);
+    store_scores<T, BN>(base + L::kP, s, sr, lane);
+    store_scores<T, BN>(base + L::kDs, ds, sr, lane);
+    __syncthreads();  // P and dS whole
+
+    warp_gemm_pair<T, KvOps, KM, KN, TM>(dv, base + L::kP, sDo, dk, base + L::kDs, sQ, kr.row0, kr.col0, lane);
 
     if constexpr (kAtomicDq) {
-      const int row = warp * 16 + (lane >> 2);
+      const DqRect qr(warp);
+      float dq[DqRect::kMT][DqRect::kNT][4] = {};
+      warp_gemm<T, DqOps, DqRect::kMT, DqRect::kNT, BN>(dq, base + L::kDs, base + L::kK, qr.row0, qr.col0, lane);
+      float* const sums = ws.dq_accum + ((static_cast<int64_t>(b) * p.heads_q + tile_head(t)) * p.seqlen_q + q0) * D;
 #pragma unroll
-      for (int n = 0; n < TM / 8; ++n)
+      for (int mt = 0; mt < DqRect::kMT; ++mt)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          *reinterpret_cast<uint32_t*>(smem + L::kDs + swizzle<TM / 8>(row + 8 * r, n) + 4 * (lane & 3)) =
-              pack2<T>(ds[n][2 * r], ds[n][2 * r + 1]);
-      __syncthreads();  // the whole dS^T tile written
-      const int h = tile_head(t);
-      add_dq<T, D, TM, BN, kThreads / 32>(ws.dq_accum + ((static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + q0) * D,
-                           p.seqlen_q - q0, base + L::kDs, base + L::kK, warp, lane);
+        for (int n = 0; n < DqRect::kNT; ++n)
+          add_dq_fragment(sums, D, p.seqlen_q - q0, qr.row0 + mt * 16 + (lane >> 2), qr.col0 + n * 8, dq[mt][n], lane);
     }
   }
   cp_async_wait<0>();
 
   const int valid = p.seqlen_k - k0;
-  store_rows<T, D>(static_cast<T*>(bp.dk) + b * bp.dk_batch_stride + h_kv * bp.dk_head_stride +
-                       static_cast<int64_t>(k0) * bp.dk_seq_stride,
-                   bp.dk_seq_stride, dk, p.scale, warp * 16, valid, lane);
-  store_rows<T, D>(static_cast<T*>(bp.dv) + b * bp.dv_batch_stride + h_kv * bp.dv_head_stride +
-                       static_cast<int64_t>(k0) * bp.dv_seq_stride,
-                   bp.dv_seq_stride, dv, 1.f, warp * 16, valid, lane);
+  store_rect<T>(static_cast<T*>(bp.dk) + b * bp.dk_batch_stride + h_kv * bp.dk_head_stride +
+                    static_cast<int64_t>(k0) * bp.dk_seq_stride,
+                bp.dk_seq_stride, dk, p.scale, kr.row0, kr.col0, valid, lane);
+  store_rect<T>(static_cast<T*>(bp.dv) + b * bp.dv_batch_stride + h_kv * bp.dv_head_stride +
+                    static_cast<int64_t>(k0) * bp.dv_seq_stride,
+                bp.dv_seq_stride, dv, 1.f, kr.row0, kr.col0, valid, lane);
+}
+
+// One block of 8 warps per SM at most: the rows' dK and dV alone take 128 registers a thread at D = 128.
+template <typename T, int kIndex, bool kAtomicDq>
+__global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, 1)
+    bwd_dkdv_kernel(const BackwardParams bp, const BwdWorkspace ws) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (__CUDA_ARCH__ < 10 * BwdKernel<kIndex>::kMinArch)
+    __trap();  // selection never gives the row to this architecture (bwd_config_index)
+  else
+    bwd_dkdv<T, kIndex, kAtomicDq>(bp, ws);
+#endif
 }
 
 }  // namespace evosdpa::detail::mma_sm80

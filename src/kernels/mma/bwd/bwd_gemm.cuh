@@ -1,5 +1,6 @@
 // The warp-level GEMMs of mma_sm80's backward pass, on the forward's swizzled tiles (mma_tiles.cuh).
-// Each warp owns 16 rows of an A operand; accumulators are in the mma.sync m16n8k16 C layout (thread
+// The dQ kernel's warps own 16 rows of an A operand; the dK/dV kernel's a rectangle of each product.
+// Accumulators are in the mma.sync m16n8k16 C layout (thread
 // element (n, e): row lane/4 + 8 (e >= 2), column 8n + 2 (lane % 4) + (e & 1)).
 #pragma once
 
@@ -9,8 +10,8 @@
 
 namespace evosdpa::detail::mma_sm80 {
 
-// C[16 x D] += A[16 x K] . B[K rows of tile sB][D], A from accumulator registers (rounded to T): dV += P^T dO,
-// dK += dS^T Q, dQ += dS K. The forward's P.V.
+// C[16 x D] += A[16 x K] . B[K rows of tile sB][D], A from accumulator registers (rounded to T): the dQ
+// kernel's dQ += dS K. The forward's P.V.
 template <typename T, int D, int K>
 __device__ __forceinline__ void gemm_rab(float (&c)[D / 8][4], const float (&a)[K / 8][4], uint32_t sB, int lane) {
   mma_pv<T, D, K, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(c), reinterpret_cast<const float(&)[1][K / 8][4]>(a),
@@ -18,8 +19,8 @@ __device__ __forceinline__ void gemm_rab(float (&c)[D / 8][4], const float (&a)[
 }
 
 // C1[16 x N] = A1 B1^T and C2[16 x N] = A2 B2^T in one loop over D: A rows a_row0 .. a_row0 + 15 of
-// tiles sA1 and sA2, B the N rows of tiles sB1 and sB2, all tiles [rows][D]: S^T = K Q^T with
-// dP^T = V dO^T, or S = Q K^T with dP = dO V^T. Interleaved, their mma chains hide each other's latency: alone, each warp's
+// tiles sA1 and sA2, B the N rows of tiles sB1 and sB2, all tiles [rows][D]: the dQ kernel's
+// S = Q K^T with dP = dO V^T. Interleaved, their mma chains hide each other's latency: alone, each warp's
 // accumulator chains stalled on the previous mma ("wait", 2 cycles per issue; ncu, H100, D = 128).
 template <typename T, int D, int N>
 __device__ __forceinline__ void gemm_abt_pair(float (&c1)[N / 8][4], uint32_t sA1, uint32_t sB1, float (&c2)[N / 8][4],
@@ -48,33 +49,84 @@ __device__ __forceinline__ void gemm_abt_pair(float (&c1)[N / 8][4], uint32_t sA
   }
 }
 
-// Two independent gemm_rab in one loop, dV += P^T dO and dK += dS^T Q, for the same reason.
-template <typename T, int D, int K>
-__device__ __forceinline__ void gemm_rab_pair(float (&c1)[D / 8][4], const float (&a1)[K / 8][4], uint32_t sB1,
-                                              float (&c2)[D / 8][4], const float (&a2)[K / 8][4], uint32_t sB2,
-                                              int lane) {
+// Operands from swizzled shared tiles of 16-bit elements with kChunks 16-byte chunks per row, for the
+// dK/dV kernel's warp rectangles. A (M x K) fragment of the 16 rows from m0, k-step at k0: kTrans false
+// reads a tile stored [m][k], true one stored [k][m] (P and dS read as P^T and dS^T).
+template <int kChunks, bool kTrans>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], uint32_t tile, int m0, int k0, int lane) {
+  if constexpr (!kTrans)
+    ldmatrix_x4(a, tile + swizzle<kChunks>(m0 + (lane & 7) + ((lane >> 3) & 1) * 8, k0 / 8 + (lane >> 4)));
+  else
+    ldmatrix_x4_trans(a, tile + swizzle<kChunks>(k0 + (lane & 7) + ((lane >> 4) & 1) * 8, m0 / 8 + ((lane >> 3) & 1)));
+}
+
+// B (K x N) fragments of the 16 columns from n0 (two n-tiles: b[0], b[1] and b[2], b[3]), k-step at k0:
+// kTrans false reads a tile stored [n][k] (K and V for S and dP), true one stored [k][n].
+template <int kChunks, bool kTrans>
+__device__ __forceinline__ void load_b(uint32_t (&b)[4], uint32_t tile, int n0, int k0, int lane) {
+  if constexpr (!kTrans)
+    ldmatrix_x4(b, tile + swizzle<kChunks>(n0 + (lane & 7) + (lane >> 4) * 8, k0 / 8 + ((lane >> 3) & 1)));
+  else
+    ldmatrix_x4_trans(b, tile + swizzle<kChunks>(k0 + (lane & 7) + ((lane >> 3) & 1) * 8, n0 / 8 + (lane >> 4)));
+}
+
+// How a warp GEMM reads its operands: chunks per row and orientation of A's and B's tiles.
+template <int kAChunks, bool kATrans, int kBChunks, bool kBTrans>
+struct Operands {
+  static constexpr int kAC = kAChunks, kBC = kBChunks;
+  static constexpr bool kAT = kATrans, kBT = kBTrans;
+};
+
+// C1 += A1 B1 and C2 += A2 B2 over K, on the warp's rectangle of MT 16-row m-tiles from m0 by NT
+// 8-column n-tiles from n0, both products reading their tiles the same way (Ops). Two independent
+// products in one loop keep twice the mma chains in flight (v10.2: the "wait" stall halved). Each
+// B fragment feeds MT mma: the rectangle's height is what brings shared-memory reads per mma down.
+template <typename T, typename Ops, int MT, int NT, int K>
+__device__ __forceinline__ void warp_gemm_pair(float (&c1)[MT][NT][4], uint32_t a1, uint32_t b1, float (&c2)[MT][NT][4],
+                                               uint32_t a2, uint32_t b2, int m0, int n0, int lane) {
+  static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles in pairs, whole k-steps");
+#pragma unroll 1
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t fa1[MT][4], fa2[MT][4];
 #pragma unroll
-  for (int kk = 0; kk < K / 16; ++kk) {
-    uint32_t f1[4], f2[4];
-    f1[0] = pack2<T>(a1[2 * kk][0], a1[2 * kk][1]);
-    f1[1] = pack2<T>(a1[2 * kk][2], a1[2 * kk][3]);
-    f1[2] = pack2<T>(a1[2 * kk + 1][0], a1[2 * kk + 1][1]);
-    f1[3] = pack2<T>(a1[2 * kk + 1][2], a1[2 * kk + 1][3]);
-    f2[0] = pack2<T>(a2[2 * kk][0], a2[2 * kk][1]);
-    f2[1] = pack2<T>(a2[2 * kk][2], a2[2 * kk][3]);
-    f2[2] = pack2<T>(a2[2 * kk + 1][0], a2[2 * kk + 1][1]);
-    f2[3] = pack2<T>(a2[2 * kk + 1][2], a2[2 * kk + 1][3]);
+    for (int mt = 0; mt < MT; ++mt) {
+      load_a<Ops::kAC, Ops::kAT>(fa1[mt], a1, m0 + 16 * mt, k0, lane);
+      load_a<Ops::kAC, Ops::kAT>(fa2[mt], a2, m0 + 16 * mt, k0, lane);
+    }
 #pragma unroll
-    for (int dd = 0; dd < D / 16; ++dd) {
-      // Transposed matrices: rows +0..7 dims lo, rows +8..15 dims lo, rows +0..7 dims hi, rows +8..15 hi.
-      const uint32_t at = swizzle<D / 8>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * dd + (lane >> 4));
-      uint32_t b1[4], b2[4];
-      ldmatrix_x4_trans(b1, sB1 + at);
-      ldmatrix_x4_trans(b2, sB2 + at);
-      mma_16x8x16<T>(c1[2 * dd], f1, b1[0], b1[1]);
-      mma_16x8x16<T>(c2[2 * dd], f2, b2[0], b2[1]);
-      mma_16x8x16<T>(c1[2 * dd + 1], f1, b1[2], b1[3]);
-      mma_16x8x16<T>(c2[2 * dd + 1], f2, b2[2], b2[3]);
+    for (int nn = 0; nn < NT / 2; ++nn) {
+      uint32_t fb1[4], fb2[4];
+      load_b<Ops::kBC, Ops::kBT>(fb1, b1, n0 + 16 * nn, k0, lane);
+      load_b<Ops::kBC, Ops::kBT>(fb2, b2, n0 + 16 * nn, k0, lane);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16x8x16<T>(c1[mt][2 * nn], fa1[mt], fb1[0], fb1[1]);
+        mma_16x8x16<T>(c2[mt][2 * nn], fa2[mt], fb2[0], fb2[1]);
+        mma_16x8x16<T>(c1[mt][2 * nn + 1], fa1[mt], fb1[2], fb1[3]);
+        mma_16x8x16<T>(c2[mt][2 * nn + 1], fa2[mt], fb2[2], fb2[3]);
+      }
+    }
+  }
+}
+
+// C += A B alone (FAST mode's dQ += dS K).
+template <typename T, typename Ops, int MT, int NT, int K>
+__device__ __forceinline__ void warp_gemm(float (&c)[MT][NT][4], uint32_t a, uint32_t b, int m0, int n0, int lane) {
+  static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles in pairs, whole k-steps");
+#pragma unroll 1
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t fa[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) load_a<Ops::kAC, Ops::kAT>(fa[mt], a, m0 + 16 * mt, k0, lane);
+#pragma unroll
+    for (int nn = 0; nn < NT / 2; ++nn) {
+      uint32_t fb[4];
+      load_b<Ops::kBC, Ops::kBT>(fb, b, n0 + 16 * nn, k0, lane);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_16x8x16<T>(c[mt][2 * nn], fa[mt], fb[0], fb[1]);
+        mma_16x8x16<T>(c[mt][2 * nn + 1], fa[mt], fb[2], fb[3]);
+      }
     }
   }
 }

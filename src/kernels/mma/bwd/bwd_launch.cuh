@@ -46,8 +46,10 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
       bwd_dq_convert_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), kPrepassThreads, 0, stream>>>(bp, ws);
     return cudaGetLastError();
   }
-  const int64_t q_blocks = (static_cast<int64_t>(p.seqlen_q) + cfg.block_m - 1) / cfg.block_m * p.batch * p.heads_q;
-  return launch_with_smem(bwd_dq_kernel<T, kIndex>, q_blocks, cfg.threads(), cfg.dq_smem_bytes(sizeof(T)), bp, ws, stream);
+  constexpr int block_m = cfg.dq_kernel_block_m();
+  const int64_t q_blocks = (static_cast<int64_t>(p.seqlen_q) + block_m - 1) / block_m * p.batch * p.heads_q;
+  return launch_with_smem(bwd_dq_kernel<T, kIndex>, q_blocks, cfg.dq_kernel_threads(), cfg.dq_smem_bytes(sizeof(T)),
+                          bp, ws, stream);
 }
 
 }  // namespace evosdpa::detail::mma_sm80

@@ -1,7 +1,0 @@
-// Explicit instantiation: mma_sm80's backward, bf16, head_dim 64.
-#include "kernels/mma/bwd/bwd_dispatch.hpp"
-#include "kernels/mma/bwd/bwd_launch.cuh"
-
-namespace evosdpa::detail::mma_sm80 {
-template cudaError_t launch_backward<__nv_bfloat16, bwd_config_index(64)>(const BackwardParams&, cudaStream_t);
-}  // namespace evosdpa::detail::mma_sm80
