@@ -20,9 +20,11 @@ set(EVOSDPA_SOURCES
   src/kernels/mma/bwd/inst/mma_bwd_fp16_row0.cu
   src/kernels/mma/bwd/inst/mma_bwd_fp16_row1.cu
   src/kernels/mma/bwd/inst/mma_bwd_fp16_row2.cu
+  src/kernels/mma/bwd/inst/mma_bwd_fp16_row3.cu
   src/kernels/mma/bwd/inst/mma_bwd_bf16_row0.cu
   src/kernels/mma/bwd/inst/mma_bwd_bf16_row1.cu
   src/kernels/mma/bwd/inst/mma_bwd_bf16_row2.cu
+  src/kernels/mma/bwd/inst/mma_bwd_bf16_row3.cu
   src/kernels/wgmma/wgmma_family.cpp
   src/kernels/wgmma/tma_map.cpp
   src/kernels/mma_fp8/mma_fp8_family.cpp

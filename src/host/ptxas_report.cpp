@@ -31,8 +31,8 @@ void from_table(KernelResources& k, int row, const Table& table, int count) {
   k.dynamic_smem_bytes = table[row].smem_bytes();
 }
 
-// mma_sm80's backward kernels: the dK/dV and dQ kernels name a row of kBwdConfigs; the elementwise
-// passes have a fixed block.
+// mma_sm80's backward kernels: the dK/dV kernel names a row of kBwdConfigs; the elementwise passes
+// have a fixed block.
 void fill_backward_shape(KernelResources& k) {
   namespace m80 = detail::mma_sm80;
   if (k.function.find("bwd_prepass_kernel") != std::string::npos ||
@@ -41,15 +41,15 @@ void fill_backward_shape(KernelResources& k) {
     return;
   }
   std::smatch m;
-  if (!std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) return;
+  if (k.function.find("bwd_dkdv_kernel") == std::string::npos ||
+      !std::regex_search(k.function, m, std::regex("Li([0-9]+)E")))
+    return;
   const int row = std::stoi(m[1]);
   if (row < 0 || row >= m80::kBwdConfigCount) return;
-  const bool dkdv = k.function.find("bwd_dkdv_kernel") != std::string::npos;
-  // A dK/dV kernel below its row's min_arch is a trap that selection never launches: no launch shape.
-  if (dkdv && std::stoi(k.arch.substr(3)) < m80::kBwdConfigs[row].min_arch) return;
-  k.threads_per_block = dkdv ? m80::kBwdConfigs[row].threads() : m80::kBwdConfigs[row].dq_kernel_threads();
-  k.dynamic_smem_bytes = dkdv ? m80::kBwdConfigs[row].dkdv_smem_bytes(m80::kElemBytes)
-                              : m80::kBwdConfigs[row].dq_smem_bytes(m80::kElemBytes);
+  // Below its row's min_arch the kernel is a trap that selection never launches: no launch shape.
+  if (std::stoi(k.arch.substr(3)) < m80::kBwdConfigs[row].min_arch) return;
+  k.threads_per_block = m80::kBwdConfigs[row].threads();
+  k.dynamic_smem_bytes = m80::kBwdConfigs[row].smem_bytes(m80::kElemBytes);
 }
 
 // Threads and dynamic shared memory of our kernels, recovered from the mangled name: attention_kernel's

@@ -148,22 +148,23 @@ TEST(BackwardSelection, AutoTakesMmaSm80AndTheReferenceWhereItCannot) {
   EXPECT_NE(named.check.message.find("dq is not 16-byte aligned"), std::string::npos) << named.check.message;
 }
 
-// mma_sm80's backward rows: 128 keys per block where the device runs them (D = 128: sm_90, for its
-// shared memory and its vector dQ adds), 64 keys before.
+// mma_sm80's backward rows by device: sm_90 takes the rows of 161 KiB (D = 64 with 128-query tiles,
+// D = 128 with 128 keys), earlier devices and smaller memories the rows within sm_86/sm_89's 99 KiB.
 TEST(BackwardSelection, MmaSm80RowByDevice) {
   namespace m80 = evosdpa::detail::mma_sm80;
-  const auto block_n = [](evosdpa::detail::DeviceInfo dev, int64_t d) {
+  const auto row = [](evosdpa::detail::DeviceInfo dev, int64_t d) {
     const auto s = select_backward(valid_backward(2, 8, 2, 1000, 777, d), dev, "mma_sm80");
     EXPECT_TRUE(s.check.ok()) << s.check.message;
-    return s.check.ok() ? m80::kBwdConfigs[s.variant].block_n : 0;
+    return s.check.ok() ? m80::kBwdConfigs[s.variant] : m80::BwdConfig{};
   };
-  for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)})
-    EXPECT_EQ(block_n(dev, 64), 128) << dev.cc_major << "." << dev.cc_minor;
-  EXPECT_EQ(block_n(device(9, 0), 128), 128);
-  EXPECT_EQ(block_n(device(10, 0), 128), 128);
-  EXPECT_EQ(block_n(device(9, 0, 99 * 1024), 128), 64);  // a sm_90 part that allows less
-  for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024)})
-    EXPECT_EQ(block_n(dev, 128), 64) << dev.cc_major << "." << dev.cc_minor;
+  for (auto dev : {device(9, 0), device(10, 0)}) {
+    EXPECT_EQ(row(dev, 64).tile_m, 128);
+    EXPECT_EQ(row(dev, 128).block_n, 128);
+  }
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0, 99 * 1024)}) {
+    EXPECT_EQ(row(dev, 64).tile_m, 64) << dev.cc_major << "." << dev.cc_minor;
+    EXPECT_EQ(row(dev, 128).block_n, 64) << dev.cc_major << "." << dev.cc_minor;
+  }
   for (int i = 0; i < m80::kBwdConfigCount; ++i)  // every row is some device's choice
     EXPECT_EQ(m80::bwd_config_index(m80::kBwdConfigs[i].head_dim, m80::kBwdConfigs[i].min_arch,
                                     m80::kBwdConfigs[i].smem_bytes(2)),
@@ -184,10 +185,13 @@ TEST(BackwardSelection, WorkspaceSizes) {
   const int64_t rows = 2 * 8 * 1001;
   const auto mma = select_backward(p, device(9, 0), "mma_sm80");
   ASSERT_TRUE(mma.check.ok()) << mma.check.message;
-  const int64_t delta_bytes = (rows + 3) / 4 * 4 * 4;
-  EXPECT_EQ(mma.family->backward->workspace_bytes(p, mma.variant), static_cast<size_t>(delta_bytes));
-  p.backward_mode = EVOSDPA_BACKWARD_FAST;  // plus the float32 dQ sums
-  EXPECT_EQ(mma.family->backward->workspace_bytes(p, mma.variant), static_cast<size_t>(delta_bytes + rows * 128 * 4));
+  // D and the float32 dQ sums; DETERMINISTIC mode, plus a turn counter per 64-query tile (sm_90's row).
+  const int64_t delta_bytes = (rows + 3) / 4 * 4 * 4, sums_bytes = rows * 128 * 4, turns = 2 * 8 * 16;
+  EXPECT_EQ(evosdpa::detail::mma_sm80::kBwdConfigs[mma.variant].tile_m, 64);
+  EXPECT_EQ(mma.family->backward->workspace_bytes(p, mma.variant),
+            static_cast<size_t>(delta_bytes + sums_bytes + turns * 4));
+  p.backward_mode = EVOSDPA_BACKWARD_FAST;
+  EXPECT_EQ(mma.family->backward->workspace_bytes(p, mma.variant), static_cast<size_t>(delta_bytes + sums_bytes));
   const auto ref = select_backward(p, device(9, 0), "reference");
   ASSERT_TRUE(ref.check.ok()) << ref.check.message;
   EXPECT_EQ(ref.family->backward->workspace_bytes(p, ref.variant), static_cast<size_t>((rows * 4 + 15) / 16 * 16));

@@ -32,9 +32,9 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   }
   EXPECT_EQ(mma.size(), 2u * evosdpa::detail::mma_sm80::kConfigCount)
       << "expected fp16 and bf16 instantiations of every tile-table row";
-  // fp16 and bf16: per backward row, dK/dV with and without the dQ atomics and dQ; per head dim, the
-  // pre-pass and the FAST mode's dQ conversion.
-  EXPECT_EQ(mma_bwd.size(), 2u * (3u * evosdpa::detail::mma_sm80::kBwdConfigCount + 2u * 2u))
+  // fp16 and bf16: per backward row, the kernel in each mode; per head dim, the pre-pass and the dQ
+  // conversion.
+  EXPECT_EQ(mma_bwd.size(), 2u * (2u * evosdpa::detail::mma_sm80::kBwdConfigCount + 2u * 2u))
       << "expected fp16 and bf16 instantiations of every backward kernel and row";
   EXPECT_EQ(fp8.size(), 2u * evosdpa::detail::mma_fp8::kConfigCount)
       << "expected fp16- and bf16-output instantiations of every FP8 tile-table row";

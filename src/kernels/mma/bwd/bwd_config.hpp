@@ -20,47 +20,42 @@ inline constexpr int kMaxSmemBytes = 227 * 1024;
 struct BwdConfig {
   int head_dim;  // D
   int min_arch;  // lowest compute capability (10 major + minor) selection gives the row; below it the
-                 // dK/dV kernel is not compiled
-  // dK/dV kernel (bwd_dkdv_kernel.cuh): a block owns block_n keys and streams tiles of tile_m queries
-  // past them. Its warps are laid out three ways, one per product, each warp owning a rectangle of it:
-  int block_n;    // keys per block
-  int tile_m;     // queries per streamed tile
-  int warps;      // warps per block
+                 // kernel is not compiled
+  // A block owns block_n keys and streams tiles of tile_m queries past them. Its warps are laid out
+  // three ways, one per product, each warp owning a rectangle of it:
+  int block_n;      // keys per block
+  int tile_m;       // queries per streamed tile
+  int warps;        // warps per block
   int sdp_warps_m;  // S and dP [tile_m x block_n]: warps along the queries (the rest along the keys)
   int kv_warps_n;   // dK and dV [block_n x D]: warps along the keys (the rest along D)
-  int dq_warps_m;   // FAST mode's dQ [tile_m x D]: warps along the queries (the rest along D)
-  // dQ kernel (bwd_dq_kernel.cuh, DETERMINISTIC mode): 16 query rows per warp, key tiles streamed past.
-  int dq_kernel_warps;    // warps per block; the block owns 16 x this many queries
-  int dq_kernel_block_n;  // keys per streamed tile
+  int dq_warps_m;   // dQ [tile_m x D]: warps along the queries (the rest along D)
+  // k-steps of 16 unrolled in the S/dP and dK/dV products' loops: unrolled, the next step's ldmatrix
+  // overlaps this step's mma; registers decide (1 where more spills).
+  int sdp_unroll;
+  int kv_unroll;
 
   constexpr int threads() const { return warps * 32; }
-  constexpr int dq_kernel_threads() const { return dq_kernel_warps * 32; }
-  constexpr int dq_kernel_block_m() const { return 16 * dq_kernel_warps; }
-  // dK/dV kernel: K and V tiles; double-buffered Q and dO tiles, lse and D; the P and dS tiles.
-  constexpr int dkdv_smem_bytes(int elem_bytes) const {
+  // K and V tiles; double-buffered Q and dO tiles, lse and D; the P and dS tiles.
+  constexpr int smem_bytes(int elem_bytes) const {
     return (2 * block_n * head_dim + 2 * 2 * tile_m * head_dim + 2 * tile_m * block_n) * elem_bytes +
            2 * 2 * tile_m * 4;
-  }
-  // dQ kernel: the block's Q and dO tiles; double-buffered K and V tiles.
-  constexpr int dq_smem_bytes(int elem_bytes) const {
-    return (2 * dq_kernel_block_m() * head_dim + 2 * 2 * dq_kernel_block_n * head_dim) * elem_bytes;
-  }
-  constexpr int smem_bytes(int elem_bytes) const {
-    return dkdv_smem_bytes(elem_bytes) > dq_smem_bytes(elem_bytes) ? dkdv_smem_bytes(elem_bytes)
-                                                                   : dq_smem_bytes(elem_bytes);
   }
 };
 
 // Rows in order of preference per head dim: selection takes the first that the device's compute
-// capability and shared memory allow. FlashAttention-2's layout (8 warps over 128 keys, 64-query tiles;
-// 2 x 4 warps for S and dP, 4 x 2 for dK and dV): warp rectangles of 32 x 32 or more read 192-256 bytes
-// of shared memory per mma, against 320 for the first version's 16 keys per warp (docs/perf-log.md
-// v10.3). D = 128 at 128 keys needs 161 KiB and all 255 registers: sm_80-89's scalar dQ atomics push
-// it into a 4-8 byte spill (ptxas), so it is sm_90's; before, 64 keys and 32-query tiles in 4 warps.
+// capability and shared memory allow. FlashAttention-2's layouts (8 warps over 128 keys; 2 x 4 warps
+// for S and dP, 4 x 2 for dK and dV): warp rectangles of 32 x 32 or more read 192-256 bytes of shared
+// memory per mma, against 320 for the first version's 16 keys per warp (docs/perf-log.md v10.3).
+// - D = 64, sm_90: 128-query tiles (FlashAttention-2's D = 64 tile, 161 KiB): -14% time against 64
+//   (H100, B4 H32 L4096 fp16, FAST: 5,998 against 6,945 us); S/dP not unrolled (spills).
+// - D = 64 within sm_86/sm_89's 99 KiB: 64-query tiles, both loops unrolled (-6% against neither).
+// - D = 128 at 128 keys needs 161 KiB and all 255 registers: sm_80-89's scalar dQ atomics push it into
+//   a 4-8 byte spill (ptxas), so it is sm_90's; before, 64 keys and 32-query tiles in 4 warps.
 inline constexpr BwdConfig kBwdConfigs[] = {
-    {64, 80, 128, 64, 8, 2, 4, 2, 4, 64},
-    {128, 90, 128, 64, 8, 2, 4, 2, 4, 64},
-    {128, 80, 64, 32, 4, 1, 2, 2, 4, 64},
+    {64, 90, 128, 128, 8, 2, 4, 4, 1, 8},
+    {64, 80, 128, 64, 8, 2, 4, 2, 4, 4},
+    {128, 90, 128, 64, 8, 2, 4, 2, 1, 1},
+    {128, 80, 64, 32, 4, 1, 2, 2, 1, 1},
 };
 inline constexpr int kBwdConfigCount = sizeof(kBwdConfigs) / sizeof(kBwdConfigs[0]);
 
@@ -78,9 +73,8 @@ struct BwdKernel {
   static constexpr int kSdpWarpsM = kCfg.sdp_warps_m;
   static constexpr int kKvWarpsN = kCfg.kv_warps_n;
   static constexpr int kDqWarpsM = kCfg.dq_warps_m;
-  static constexpr int kDqKernelThreads = kCfg.dq_kernel_threads();
-  static constexpr int kDqKernelBM = kCfg.dq_kernel_block_m();
-  static constexpr int kDqKernelBN = kCfg.dq_kernel_block_n;
+  static constexpr int kSdpUnroll = kCfg.sdp_unroll;
+  static constexpr int kKvUnroll = kCfg.kv_unroll;
 };
 
 // load_tile's rule: each thread copies one chunk column of rows a multiple of 8 apart, in whole rounds.
@@ -103,9 +97,7 @@ constexpr bool bwd_valid(const BwdConfig& c) {
          splits(c.tile_m, c.block_n, c.warps, c.sdp_warps_m) && splits(c.block_n, c.head_dim, c.warps, c.kv_warps_n) &&
          splits(c.tile_m, c.head_dim, c.warps, c.dq_warps_m) && loads_tile(c.threads(), c.block_n, c.head_dim) &&
          loads_tile(c.threads(), c.tile_m, c.head_dim) && c.threads() >= c.tile_m &&  // one thread per row loads lse and D
-         loads_tile(c.dq_kernel_threads(), c.dq_kernel_block_m(), c.head_dim) &&
-         loads_tile(c.dq_kernel_threads(), c.dq_kernel_block_n, c.head_dim) && c.dq_kernel_block_n % 16 == 0 &&
-         c.smem_bytes(2) <= kMaxSmemBytes;
+         c.sdp_unroll >= 1 && c.kv_unroll >= 1 && c.smem_bytes(2) <= kMaxSmemBytes;
 }
 
 // Whether a device of compute capability `arch` (10 major + minor) with `smem_bytes` per block runs the row.

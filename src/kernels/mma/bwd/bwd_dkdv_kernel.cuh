@@ -1,19 +1,24 @@
-// mma_sm80's backward, dK and dV (FlashAttention-2's algorithm). One block owns block_n keys of one
-// (batch, K/V head) and streams past them every tile of tile_m queries that sees them, of every query
-// head of the group (so grouped-query sums need no second pass), double-buffered by cp.async:
+// mma_sm80's backward (FlashAttention-2's algorithm). One block owns block_n keys of one (batch, K/V
+// head) and streams past them every tile of tile_m queries that sees them, of every query head of the
+// group (so grouped-query sums need no second pass), double-buffered by cp.async:
 //   S = Q K^T,  P = exp2(S scale log2(e) - lse log2(e)),  dP = dO V^T,  dS = P (dP - D),
-//   dV += P^T dO,  dK += dS^T Q,
-// with dK and dV in fp32 registers for the whole loop, stored once (dK times the scale). P and dS go
-// through shared memory between the products, because each product has its own warp layout (the
-// config's sdp_warps_m, kv_warps_n): warp rectangles of 32 x 32 and more, where the first version's
+//   dV += P^T dO,  dK += dS^T Q,  dQ += dS K,
+// with dK and dV in fp32 registers for the whole loop, stored once (dK times the scale), and each
+// tile's dQ share added to float32 sums in the workspace, rounded by a last pass. P and dS go through
+// shared memory between the products, because each product has its own warp layout (the config's
+// sdp_warps_m, kv_warps_n, dq_warps_m): warp rectangles of 32 x 32 and more, where the first version's
 // 16 keys per warp re-read every B fragment for 2 mma (docs/perf-log.md v10.3).
-// kAtomicDq (FAST mode): the block also adds its share of dQ = dS K to the float32 sums in the workspace;
-// otherwise bwd_dq_kernel.cuh computes dQ in a pass of its own.
+// dQ's adds: FAST mode, in whatever order the blocks arrive; DETERMINISTIC mode, in the order of the
+// key blocks: block kb of a (batch, K/V head) adds to a query tile once blocks 0 .. kb-1 have (a turn
+// counter per tile), so every run sums in the same order and gives the same bits. A block waits only
+// on blocks launched before it, which the GPU starts first, so the waits cannot deadlock; the cost is
+// the first tiles' stagger across the blocks of a head (FlashAttention-3's deterministic backward).
 #pragma once
 
 #include "kernels/rtc_std.hpp"
 
 #include "kernels/backward_params.hpp"
+#include "kernels/device_math.cuh"
 #include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/mma/bwd/bwd_gemm.cuh"
 #include "kernels/mma/bwd/bwd_workspace.hpp"
@@ -47,6 +52,20 @@ struct WarpRect {
   __device__ explicit WarpRect(int warp)
       : row0((warp % kWarpsRows) * kMT * 16), col0((warp / kWarpsRows) * kNT * 8) {}
 };
+
+// DETERMINISTIC mode's turns: the block waits until `turn` (a counter in global memory) reaches its
+// rank, adds, then passes the turn. One thread polls with acquire and passes with release at GPU scope;
+// the block barriers around order every thread's adds between the two (CUTLASS's generic barrier).
+__device__ __forceinline__ void wait_turn(const int* turn, int rank) {
+  int v;
+  do {
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(turn) : "memory");
+  } while (v != rank);
+}
+
+__device__ __forceinline__ void pass_turn(int* turn) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(turn) : "memory");
+}
 
 // Adds one 16 x 8 accumulator fragment (rows row0 .. row0 + 15 of the warp as `row`, columns col0 ..
 // col0 + 7) to float32 sums of row length `ld`. On sm_90, lane pairs swap halves so that each lane holds
@@ -111,14 +130,14 @@ __device__ __forceinline__ void store_scores(uint32_t tile, const float (&c)[MT]
       }
 }
 
-template <typename T, int kIndex, bool kAtomicDq>
+template <typename T, int kIndex, bool kDeterministic>
 __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWorkspace& ws) {
   using Cfg = BwdKernel<kIndex>;
   constexpr int D = Cfg::kD, TM = Cfg::kTM, BN = Cfg::kBN, kThreads = Cfg::kThreads, kWarps = Cfg::kWarps;
   using L = DkdvSmem<D, TM, BN>;
   using SdpRect = WarpRect<TM, BN, kWarps, Cfg::kSdpWarpsM>;   // S, dP, P, dS: queries x keys
   using KvRect = WarpRect<BN, D, kWarps, Cfg::kKvWarpsN>;      // dK, dV: keys x D
-  using DqRect = WarpRect<TM, D, kWarps, Cfg::kDqWarpsM>;      // FAST mode's dQ: queries x D
+  using DqRect = WarpRect<TM, D, kWarps, Cfg::kDqWarpsM>;      // dQ: queries x D
   constexpr int SM = SdpRect::kMT, SN = SdpRect::kNT, KM = KvRect::kMT, KN = KvRect::kNT;
   // S = Q K^T, dP = dO V^T: A [query][d], B [key][d]. dV += P^T dO, dK += dS^T Q: A read transposed from
   // [query][key], B [query][d]. dQ += dS K: A [query][key], B [key][d].
@@ -136,7 +155,7 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
   const int num_k_blocks = (p.seqlen_k + BN - 1) / BN;
   const int bh = blockIdx.x / num_k_blocks;
   const int b = bh / bp.heads_kv, h_kv = bh % bp.heads_kv;
-  const int k0 = (blockIdx.x % num_k_blocks) * BN;
+  const int kb = blockIdx.x % num_k_blocks, k0 = kb * BN;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const SdpRect sr(warp);
   const KvRect kr(warp);
@@ -192,7 +211,7 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
     const uint32_t sQ = base + L::kQ + buf * kQTileBytes, sDo = base + L::kDo + buf * kQTileBytes;
 
     float s[SM][SN][4] = {}, ds[SM][SN][4] = {};  // S then P; dP then dS
-    warp_gemm_pair<T, SdpOps, SM, SN, D>(s, sQ, base + L::kK, ds, sDo, base + L::kV, sr.row0, sr.col0, lane);
+    warp_gemm_pair<T, SdpOps, SM, SN, D, Cfg::kSdpUnroll>(s, sQ, base + L::kK, ds, sDo, base + L::kV, sr.row0, sr.col0, lane);
     // Keys past the end must be masked: their zero K rows give S = 0, and exp2(-lse) can overflow.
     const bool needs_mask = k0 + BN > p.seqlen_k || (p.causal && k0 + BN - 1 > q0 + p.causal_offset);
 #pragma unroll
@@ -219,18 +238,26 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
     store_scores<T, BN>(base + L::kDs, ds, sr, lane);
     __syncthreads();  // P and dS whole
 
-    warp_gemm_pair<T, KvOps, KM, KN, TM>(dv, base + L::kP, sDo, dk, base + L::kDs, sQ, kr.row0, kr.col0, lane);
+    warp_gemm_pair<T, KvOps, KM, KN, TM, Cfg::kKvUnroll>(dv, base + L::kP, sDo, dk, base + L::kDs, sQ, kr.row0, kr.col0, lane);
 
-    if constexpr (kAtomicDq) {
-      const DqRect qr(warp);
-      float dq[DqRect::kMT][DqRect::kNT][4] = {};
-      warp_gemm<T, DqOps, DqRect::kMT, DqRect::kNT, BN>(dq, base + L::kDs, base + L::kK, qr.row0, qr.col0, lane);
-      float* const sums = ws.dq_accum + ((static_cast<int64_t>(b) * p.heads_q + tile_head(t)) * p.seqlen_q + q0) * D;
+    const DqRect qr(warp);
+    float dq[DqRect::kMT][DqRect::kNT][4] = {};
+    warp_gemm<T, DqOps, DqRect::kMT, DqRect::kNT, BN>(dq, base + L::kDs, base + L::kK, qr.row0, qr.col0, lane);
+    const int64_t head_row = (static_cast<int64_t>(b) * p.heads_q + tile_head(t));
+    int* const turn = kDeterministic ? ws.dq_turn + head_row * ((p.seqlen_q + TM - 1) / TM) + q0 / TM : nullptr;
+    if constexpr (kDeterministic) {
+      if (tid == 0) wait_turn(turn, kb);
+      __syncthreads();
+    }
+    float* const sums = ws.dq_accum + (head_row * p.seqlen_q + q0) * D;
 #pragma unroll
-      for (int mt = 0; mt < DqRect::kMT; ++mt)
+    for (int mt = 0; mt < DqRect::kMT; ++mt)
 #pragma unroll
-        for (int n = 0; n < DqRect::kNT; ++n)
-          add_dq_fragment(sums, D, p.seqlen_q - q0, qr.row0 + mt * 16 + (lane >> 2), qr.col0 + n * 8, dq[mt][n], lane);
+      for (int n = 0; n < DqRect::kNT; ++n)
+        add_dq_fragment(sums, D, p.seqlen_q - q0, qr.row0 + mt * 16 + (lane >> 2), qr.col0 + n * 8, dq[mt][n], lane);
+    if constexpr (kDeterministic) {
+      __syncthreads();
+      if (tid == 0) pass_turn(turn);
     }
   }
   cp_async_wait<0>();
@@ -245,14 +272,14 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
 }
 
 // One block of 8 warps per SM at most: the rows' dK and dV alone take 128 registers a thread at D = 128.
-template <typename T, int kIndex, bool kAtomicDq>
+template <typename T, int kIndex, bool kDeterministic>
 __global__ void __launch_bounds__(BwdKernel<kIndex>::kThreads, 1)
     bwd_dkdv_kernel(const BackwardParams bp, const BwdWorkspace ws) {
 #if defined(__CUDA_ARCH__)
   if constexpr (__CUDA_ARCH__ < 10 * BwdKernel<kIndex>::kMinArch)
     __trap();  // selection never gives the row to this architecture (bwd_config_index)
   else
-    bwd_dkdv<T, kIndex, kAtomicDq>(bp, ws);
+    bwd_dkdv<T, kIndex, kDeterministic>(bp, ws);
 #endif
 }
 

@@ -1,53 +1,14 @@
-// The warp-level GEMMs of mma_sm80's backward pass, on the forward's swizzled tiles (mma_tiles.cuh).
-// The dQ kernel's warps own 16 rows of an A operand; the dK/dV kernel's a rectangle of each product.
-// Accumulators are in the mma.sync m16n8k16 C layout (thread
+// The warp-level GEMMs of mma_sm80's backward pass, on the forward's swizzled tiles (mma_tiles.cuh):
+// each warp owns a rectangle of a product. Accumulators are in the mma.sync m16n8k16 C layout (thread
 // element (n, e): row lane/4 + 8 (e >= 2), column 8n + 2 (lane % 4) + (e & 1)).
 #pragma once
 
 #include "kernels/rtc_std.hpp"
 
-#include "kernels/mma/mma_kernel.cuh"
+#include "kernels/mma/mma_primitives.cuh"
+#include "kernels/mma/mma_tiles.cuh"
 
 namespace evosdpa::detail::mma_sm80 {
-
-// C[16 x D] += A[16 x K] . B[K rows of tile sB][D], A from accumulator registers (rounded to T): the dQ
-// kernel's dQ += dS K. The forward's P.V.
-template <typename T, int D, int K>
-__device__ __forceinline__ void gemm_rab(float (&c)[D / 8][4], const float (&a)[K / 8][4], uint32_t sB, int lane) {
-  mma_pv<T, D, K, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(c), reinterpret_cast<const float(&)[1][K / 8][4]>(a),
-                     sB, lane);
-}
-
-// C1[16 x N] = A1 B1^T and C2[16 x N] = A2 B2^T in one loop over D: A rows a_row0 .. a_row0 + 15 of
-// tiles sA1 and sA2, B the N rows of tiles sB1 and sB2, all tiles [rows][D]: the dQ kernel's
-// S = Q K^T with dP = dO V^T. Interleaved, their mma chains hide each other's latency: alone, each warp's
-// accumulator chains stalled on the previous mma ("wait", 2 cycles per issue; ncu, H100, D = 128).
-template <typename T, int D, int N>
-__device__ __forceinline__ void gemm_abt_pair(float (&c1)[N / 8][4], uint32_t sA1, uint32_t sB1, float (&c2)[N / 8][4],
-                                              uint32_t sA2, uint32_t sB2, int a_row0, int lane) {
-#pragma unroll
-  for (int n = 0; n < N / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) c1[n][e] = c2[n][e] = 0.f;
-#pragma unroll 1
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a1[4], a2[4];
-    load_q_fragment<D / 8>(a1, sA1, a_row0, lane, kk);
-    load_q_fragment<D / 8>(a2, sA2, a_row0, lane, kk);
-#pragma unroll
-    for (int nn = 0; nn < N / 16; ++nn) {
-      // Matrices: rows +0..7 dims lo, rows +0..7 dims hi, rows +8..15 dims lo, rows +8..15 dims hi.
-      const uint32_t at = swizzle<D / 8>(nn * 16 + (lane & 7) + (lane >> 4) * 8, 2 * kk + ((lane >> 3) & 1));
-      uint32_t b1[4], b2[4];
-      ldmatrix_x4(b1, sB1 + at);
-      ldmatrix_x4(b2, sB2 + at);
-      mma_16x8x16<T>(c1[2 * nn], a1, b1[0], b1[1]);
-      mma_16x8x16<T>(c2[2 * nn], a2, b2[0], b2[1]);
-      mma_16x8x16<T>(c1[2 * nn + 1], a1, b1[2], b1[3]);
-      mma_16x8x16<T>(c2[2 * nn + 1], a2, b2[2], b2[3]);
-    }
-  }
-}
 
 // Operands from swizzled shared tiles of 16-bit elements with kChunks 16-byte chunks per row, for the
 // dK/dV kernel's warp rectangles. A (M x K) fragment of the 16 rows from m0, k-step at k0: kTrans false
@@ -81,11 +42,12 @@ struct Operands {
 // 8-column n-tiles from n0, both products reading their tiles the same way (Ops). Two independent
 // products in one loop keep twice the mma chains in flight (v10.2: the "wait" stall halved). Each
 // B fragment feeds MT mma: the rectangle's height is what brings shared-memory reads per mma down.
-template <typename T, typename Ops, int MT, int NT, int K>
+// kUnroll: k-steps unrolled (the config's sdp_unroll, kv_unroll).
+template <typename T, typename Ops, int MT, int NT, int K, int kUnroll>
 __device__ __forceinline__ void warp_gemm_pair(float (&c1)[MT][NT][4], uint32_t a1, uint32_t b1, float (&c2)[MT][NT][4],
                                                uint32_t a2, uint32_t b2, int m0, int n0, int lane) {
   static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles in pairs, whole k-steps");
-#pragma unroll 1
+#pragma unroll kUnroll
   for (int k0 = 0; k0 < K; k0 += 16) {
     uint32_t fa1[MT][4], fa2[MT][4];
 #pragma unroll
@@ -109,7 +71,7 @@ __device__ __forceinline__ void warp_gemm_pair(float (&c1)[MT][NT][4], uint32_t 
   }
 }
 
-// C += A B alone (FAST mode's dQ += dS K).
+// C += A B alone (dQ += dS K), k-steps not unrolled: at D = 128 the kernel has no registers to spare.
 template <typename T, typename Ops, int MT, int NT, int K>
 __device__ __forceinline__ void warp_gemm(float (&c)[MT][NT][4], uint32_t a, uint32_t b, int m0, int n0, int lane) {
   static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles in pairs, whole k-steps");

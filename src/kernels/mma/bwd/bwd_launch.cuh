@@ -1,12 +1,11 @@
-// Launch of mma_sm80's backward for one (dtype, config row): the pre-pass (D, and zeroed dQ sums in
-// FAST mode), the dK/dV kernel, then dQ: its own kernel (DETERMINISTIC) or the conversion of the sums
-// (FAST). Included by the instantiation files in inst/, one per (dtype, head_dim).
+// Launch of mma_sm80's backward for one (dtype, config row): the pre-pass (D, zeroed dQ sums and turn
+// counters), the dK/dV/dQ kernel, then the conversion of the dQ sums. Included by the instantiation
+// files in inst/, one per (dtype, row).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "kernels/mma/bwd/bwd_dkdv_kernel.cuh"
-#include "kernels/mma/bwd/bwd_dq_kernel.cuh"
 #include "kernels/mma/bwd/bwd_prepass.cuh"
 
 namespace evosdpa::detail::mma_sm80 {
@@ -28,28 +27,21 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
   constexpr int D = cfg.head_dim;
   const KernelParams& p = bp.fwd;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
-  const BwdWorkspace ws = bwd_workspace(bp.workspace, rows, bp.fast);
+  const BwdWorkspace ws = bwd_workspace(bp.workspace, rows, D, !bp.fast, cfg.tile_m);
 
   constexpr int kRowsPerPrepassBlock = kPrepassThreads / (D / 8);
   const int64_t prepass_blocks = (rows + kRowsPerPrepassBlock - 1) / kRowsPerPrepassBlock;
   if (prepass_blocks > 0) bwd_prepass_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), kPrepassThreads, 0, stream>>>(bp, ws);
 
   const int64_t k_blocks = (static_cast<int64_t>(p.seqlen_k) + cfg.block_n - 1) / cfg.block_n * p.batch * bp.heads_kv;
-  constexpr int dkdv_smem = DkdvSmem<D, cfg.tile_m, cfg.block_n>::kBytes;
-  static_assert(dkdv_smem == cfg.dkdv_smem_bytes(sizeof(T)), "supports() checks the config's figure");
-  cudaError_t err = bp.fast ? launch_with_smem(bwd_dkdv_kernel<T, kIndex, true>, k_blocks, cfg.threads(), dkdv_smem, bp, ws, stream)
-                            : launch_with_smem(bwd_dkdv_kernel<T, kIndex, false>, k_blocks, cfg.threads(), dkdv_smem, bp, ws, stream);
+  constexpr int smem = DkdvSmem<D, cfg.tile_m, cfg.block_n>::kBytes;
+  static_assert(smem == cfg.smem_bytes(sizeof(T)), "supports() checks the config's figure");
+  const cudaError_t err = bp.fast ? launch_with_smem(bwd_dkdv_kernel<T, kIndex, false>, k_blocks, cfg.threads(), smem, bp, ws, stream)
+                                  : launch_with_smem(bwd_dkdv_kernel<T, kIndex, true>, k_blocks, cfg.threads(), smem, bp, ws, stream);
   if (err != cudaSuccess) return err;
-
-  if (bp.fast) {
-    if (prepass_blocks > 0)
-      bwd_dq_convert_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), kPrepassThreads, 0, stream>>>(bp, ws);
-    return cudaGetLastError();
-  }
-  constexpr int block_m = cfg.dq_kernel_block_m();
-  const int64_t q_blocks = (static_cast<int64_t>(p.seqlen_q) + block_m - 1) / block_m * p.batch * p.heads_q;
-  return launch_with_smem(bwd_dq_kernel<T, kIndex>, q_blocks, cfg.dq_kernel_threads(), cfg.dq_smem_bytes(sizeof(T)),
-                          bp, ws, stream);
+  if (prepass_blocks > 0)
+    bwd_dq_convert_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), kPrepassThreads, 0, stream>>>(bp, ws);
+  return cudaGetLastError();
 }
 
 }  // namespace evosdpa::detail::mma_sm80

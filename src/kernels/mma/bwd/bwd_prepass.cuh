@@ -1,6 +1,6 @@
-// The elementwise passes around mma_sm80's backward kernels: D = rowsum(dO * O) before them (and, in
-// FAST mode, zeroing the float32 dQ sums), and in FAST mode dQ = scale * sums rounded to the dtype
-// after them. D / 8 threads per row, each on one 16-byte chunk (the family requires 16-byte rows).
+// The elementwise passes around mma_sm80's backward kernel: D = rowsum(dO * O) before it (zeroing the
+// float32 dQ sums and, in DETERMINISTIC mode, the turn counters), and dQ = scale * sums rounded to the
+// dtype after it. D / 8 threads per row, each on one 16-byte chunk (the family requires 16-byte rows).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -62,13 +62,14 @@ __global__ void __launch_bounds__(kPrepassThreads) bwd_prepass_kernel(const Back
 #pragma unroll
   for (int off = kChunks / 2; off > 0; off /= 2) sum += __shfl_xor_sync(group, sum, off);
   if (chunk == 0) ws.delta[row] = sum;
-  if (ws.dq_accum != nullptr) {
-    float4* acc = reinterpret_cast<float4*>(ws.dq_accum + row * D + chunk * 8);
-    acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  float4* acc = reinterpret_cast<float4*>(ws.dq_accum + row * D + chunk * 8);
+  acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (ws.dq_turn != nullptr && chunk == 0 && i % ws.turn_rows == 0)
+    ws.dq_turn[(static_cast<int64_t>(b) * p.heads_q + h) * ((p.seqlen_q + ws.turn_rows - 1) / ws.turn_rows) +
+               i / ws.turn_rows] = 0;
 }
 
-// FAST mode: dQ = scale * the float32 sums, rounded to T once.
+// dQ = scale * the float32 sums, rounded to T once.
 template <typename T, int D>
 __global__ void __launch_bounds__(kPrepassThreads) bwd_dq_convert_kernel(const BackwardParams bp, const BwdWorkspace ws) {
   const KernelParams& p = bp.fwd;

@@ -1,4 +1,4 @@
-// Explicit instantiation: mma_sm80's backward, bf16, row 1 of kBwdConfigs (head_dim 128, 128 keys per block).
+// Explicit instantiation: mma_sm80's backward, bf16, row 1 of kBwdConfigs (head_dim 64, 64-query tiles).
 #include "kernels/mma/bwd/bwd_dispatch.hpp"
 #include "kernels/mma/bwd/bwd_launch.cuh"
 

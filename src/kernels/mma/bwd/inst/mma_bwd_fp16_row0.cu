@@ -1,4 +1,4 @@
-// Explicit instantiation: mma_sm80's backward, fp16, row 0 of kBwdConfigs (head_dim 64, 128 keys per block).
+// Explicit instantiation: mma_sm80's backward, fp16, row 0 of kBwdConfigs (head_dim 64, 128-query tiles (sm_90)).
 #include "kernels/mma/bwd/bwd_dispatch.hpp"
 #include "kernels/mma/bwd/bwd_launch.cuh"
 

@@ -1,4 +1,4 @@
-// Explicit instantiation: mma_sm80's backward, fp16, row 2 of kBwdConfigs (head_dim 128, 64 keys per block (sm_86, sm_89)).
+// Explicit instantiation: mma_sm80's backward, fp16, row 2 of kBwdConfigs (head_dim 128, 128 keys per block (sm_90)).
 #include "kernels/mma/bwd/bwd_dispatch.hpp"
 #include "kernels/mma/bwd/bwd_launch.cuh"
 

@@ -1,0 +1,7 @@
+// Explicit instantiation: mma_sm80's backward, bf16, row 3 of kBwdConfigs (head_dim 128, 64 keys per block).
+#include "kernels/mma/bwd/bwd_dispatch.hpp"
+#include "kernels/mma/bwd/bwd_launch.cuh"
+
+namespace evosdpa::detail::mma_sm80 {
+template cudaError_t launch_backward<__nv_bfloat16, 3>(const BackwardParams&, cudaStream_t);
+}  // namespace evosdpa::detail::mma_sm80
