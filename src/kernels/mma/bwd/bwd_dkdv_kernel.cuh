@@ -8,11 +8,14 @@
 // shared memory between the products, because each product has its own warp layout (the config's
 // sdp_warps_m, kv_warps_n, dq_warps_m): warp rectangles of 32 x 32 and more, where the first version's
 // 16 keys per warp re-read every B fragment for 2 mma (docs/perf-log.md v10.3).
-// dQ's adds: FAST mode, in whatever order the blocks arrive; DETERMINISTIC mode, in the order of the
-// key blocks: block kb of a (batch, K/V head) adds to a query tile once blocks 0 .. kb-1 have (a turn
-// counter per tile), so every run sums in the same order and gives the same bits. A block waits only
-// on blocks launched before it, which the GPU starts first, so the waits cannot deadlock; the cost is
-// the first tiles' stagger across the blocks of a head (FlashAttention-3's deterministic backward).
+// dQ's adds: FAST mode, in whatever order the blocks arrive; DETERMINISTIC mode, in a fixed order of
+// the key blocks of a (batch, K/V head), through a turn counter per query tile, so every run sums in
+// the same order and gives the same bits: ascending without a mask (block kb adds once blocks 0 .. kb-1
+// have), descending with a causal one, whose block kb starts at the tile of its diagonal: in ascending
+// order it would wait there for block 0 to come down every tile before it (H100, D = 128, L = 4096:
+// 2.0x FAST mode's time). A block waits only on blocks launched before it (with a causal mask the
+// last key block of a head is launched first), which the GPU starts first, so the waits cannot
+// deadlock; the cost is the first tiles' stagger across the blocks of a head.
 #pragma once
 
 #include "kernels/rtc_std.hpp"
@@ -155,7 +158,8 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
   const int num_k_blocks = (p.seqlen_k + BN - 1) / BN;
   const int bh = blockIdx.x / num_k_blocks;
   const int b = bh / bp.heads_kv, h_kv = bh % bp.heads_kv;
-  const int kb = blockIdx.x % num_k_blocks, k0 = kb * BN;
+  const int kb = kDeterministic && p.causal ? num_k_blocks - 1 - blockIdx.x % num_k_blocks : blockIdx.x % num_k_blocks;
+  const int k0 = kb * BN;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const SdpRect sr(warp);
   const KvRect kr(warp);
@@ -246,7 +250,9 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
     const int64_t head_row = (static_cast<int64_t>(b) * p.heads_q + tile_head(t));
     int* const turn = kDeterministic ? ws.dq_turn + head_row * ((p.seqlen_q + TM - 1) / TM) + q0 / TM : nullptr;
     if constexpr (kDeterministic) {
-      if (tid == 0) wait_turn(turn, kb);
+      // With a causal mask, the blocks that see tile q0 are 0 .. last; they add from last down.
+      const int last = min(num_k_blocks, (q0 + TM + p.causal_offset + BN - 1) / BN) - 1;
+      if (tid == 0) wait_turn(turn, p.causal ? last - kb : kb);
       __syncthreads();
     }
     float* const sums = ws.dq_accum + (head_row * p.seqlen_q + q0) * D;
