@@ -1,5 +1,5 @@
 // Launch of mma_sm80's backward for one (dtype, config row): the pre-pass (D, zeroed dQ sums and turn
-// counters), the dK/dV/dQ kernel, then the conversion of the dQ sums. Included by the instantiation
+// counters), the main kernel (dK, dV, and dQ's sums), then the conversion of the dQ sums. Included by the instantiation
 // files in inst/, one per (dtype, row).
 #pragma once
 
