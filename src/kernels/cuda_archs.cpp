@@ -80,6 +80,18 @@ ArchMatch cuda_archs_run_on(std::string_view archs, int cc_major, int cc_minor) 
   return ArchMatch::kNoCode;
 }
 
+int cuda_archs_code_level(std::string_view archs, int cc_major, int cc_minor) {
+  const std::optional<std::vector<Target>> targets = parse_targets(archs);
+  if (!targets) return -1;
+  int sass = -1, ptx = -1;
+  for (const Target& t : *targets) {
+    const int level = 10 * t.major + t.minor;
+    if (t.sass && sass_runs(t, cc_major, cc_minor) && level > sass) sass = level;
+    if (t.ptx && ptx_runs(t, cc_major, cc_minor) && level > ptx) ptx = level;
+  }
+  return sass >= 0 ? sass : ptx;
+}
+
 std::string describe_cuda_archs(std::string_view archs) {
   const std::optional<std::vector<Target>> targets = parse_targets(archs);
   if (!targets) return "CMAKE_CUDA_ARCHITECTURES=" + std::string(archs);

@@ -23,6 +23,12 @@ enum class ArchMatch {
 //   compute_XYa only for M.m == X.Y.
 ArchMatch cuda_archs_run_on(std::string_view archs, int cc_major, int cc_minor);
 
+// The compute capability (10 major + minor) that the code a device runs was compiled for, which bounds
+// what its kernels saw as __CUDA_ARCH__ / 10: the highest entry whose SASS runs there, else the highest
+// whose PTX does (the driver takes compatible SASS before JIT-compiling PTX). -1 when the list names no
+// targets or none runs.
+int cuda_archs_code_level(std::string_view archs, int cc_major, int cc_minor);
+
 // The list for messages: "sm_80, sm_90a", "sm_80 SASS, compute_90 PTX"; for a list that names no targets,
 // "CMAKE_CUDA_ARCHITECTURES=<list>".
 std::string describe_cuda_archs(std::string_view archs);

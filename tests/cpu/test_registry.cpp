@@ -127,6 +127,23 @@ TEST(CudaArchs, RunsOnFollowsCudaCompatibilityRules) {
         << "\"" << c.archs << "\" on " << c.major << "." << c.minor;
 }
 
+TEST(CudaArchs, CodeLevelIsTheArchitectureTheDeviceRuns) {
+  struct LevelCase {
+    const char* archs;
+    int major, minor, expected;
+  };
+  const LevelCase cases[] = {
+      {"80,89,90", 9, 0, 90},  {"80,89,90", 8, 9, 89}, {"80,89,90", 8, 6, 80},  {"80,89,90", 10, 0, 90},
+      {"80", 9, 0, 80},        // compute_80 PTX on an H100: sm_90-only code is absent
+      {"80,89", 9, 0, 89},     {"90a", 9, 0, 90},      {"80-real,90-virtual", 9, 0, 90},
+      {"86-real,89-virtual", 8, 9, 86},  // compatible SASS before PTX
+      {"90", 8, 0, -1},        {"native", 9, 0, -1},
+  };
+  for (const LevelCase& c : cases)
+    EXPECT_EQ(cuda_archs_code_level(c.archs, c.major, c.minor), c.expected)
+        << "\"" << c.archs << "\" on " << c.major << "." << c.minor;
+}
+
 TEST(CudaArchs, DescribesTheListForMessages) {
   EXPECT_EQ(describe_cuda_archs("90"), "sm_90");
   EXPECT_EQ(describe_cuda_archs("80,89,90"), "sm_80, sm_89, sm_90");

@@ -1,10 +1,11 @@
 // Every row of mma_sm80's backward tile table on the shape set's small cases, in both modes: selection
-// takes the first row a device's shared memory allows, so on an H100 the rows made for sm_86 and sm_89
-// (99 KiB per block) would otherwise never run. The row is forced through the family's launch entry
-// point after the public supports_backward() has accepted the arguments; rows that selection already
-// picks on this device are left to test_backward.cpp.
+// takes the first row the device runs, so on an H100 the rows made for sm_80-89 would otherwise never
+// run. The row is forced through the family's launch entry point, with its own workspace, after the
+// public supports_backward() has accepted the arguments; the row selection picks on this device is left
+// to test_backward.cpp, and rows the device cannot run (architecture, shared memory) are skipped.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -12,6 +13,9 @@
 
 #include "common/cases.hpp"
 #include "dispatch.hpp"
+#include "kernels/cuda_archs.hpp"
+#include "kernels/registry.hpp"
+#include "selection.hpp"
 #include "gpu/backward_harness.hpp"
 #include "gpu/gpu_harness.hpp"
 #include "kernels/mma/bwd/bwd_config.hpp"
@@ -39,12 +43,18 @@ std::vector<RowParam> row_cases() {
   return out;
 }
 
-long long smem_optin() {
-  int dev = 0, bytes = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-    return 0;
-  return bytes;
+// The current device as selection sees it.
+evosdpa::detail::DeviceInfo this_device() {
+  evosdpa::detail::DeviceInfo dev;
+  int smem = 0;
+  if (cudaGetDevice(&dev.ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&dev.cc_major, cudaDevAttrComputeCapabilityMajor, dev.ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&dev.cc_minor, cudaDevAttrComputeCapabilityMinor, dev.ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&dev.sm_count, cudaDevAttrMultiProcessorCount, dev.ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev.ordinal) != cudaSuccess)
+    throw std::runtime_error("cannot query the device");
+  dev.max_smem_per_block_optin = smem;
+  return dev;
 }
 
 class BackwardRow : public ::testing::TestWithParam<RowParam> {};
@@ -52,15 +62,25 @@ class BackwardRow : public ::testing::TestWithParam<RowParam> {};
 TEST_P(BackwardRow, MatchesFloat64Gradients) {
   const auto& [row, mode, c] = GetParam();
   const m80::BwdConfig& cfg = m80::kBwdConfigs[row];
-  const long long smem = smem_optin();
-  if (cfg.smem_bytes(2) > smem) GTEST_SKIP() << "the row needs more shared memory than this device allows";
-  if (m80::bwd_config_index(cfg.head_dim, smem) == row) GTEST_SKIP() << "selection's row here: test_backward.cpp";
   const BackwardExpected& e = backward_expected_for(c);
   DeviceBackwardProblem prob(c.s, c.dtype, c.layout, e.in, mode, "mma_sm80");
-  ASSERT_TRUE(prob.workspace_query().ok()) << prob.workspace_query().message;
-  const evosdpa_params_t params = prob.params();
+  evosdpa_params_t params = prob.params();
   const evosdpa::Result ok = evosdpa::supports_backward(params, "mma_sm80");
   if (!ok.ok()) GTEST_SKIP() << ok.message;
+  const evosdpa::detail::DeviceInfo dev = this_device();
+  const evosdpa::detail::Selection chosen = evosdpa::detail::select_kernel(
+      params, dev, "mma_sm80", evosdpa::detail::registry(), evosdpa::detail::Pass::kBackward);
+  ASSERT_TRUE(chosen.check.ok()) << chosen.check.message;
+  if (chosen.variant == row) GTEST_SKIP() << "selection's row here: test_backward.cpp";
+  if (cfg.min_arch > evosdpa::detail::cuda_archs_code_level(chosen.family->cuda_archs, dev.cc_major, dev.cc_minor))
+    GTEST_SKIP() << "the row's kernel is not compiled for the code this device runs";
+  if (cfg.smem_bytes(2) > dev.max_smem_per_block_optin)
+    GTEST_SKIP() << "the row needs more shared memory than this device allows";
+  // The workspace of the forced row (its turn counters follow its query tiles), poisoned like the rest.
+  DeviceBuffer workspace(chosen.family->backward->workspace_bytes(params, row));
+  CUDA_OK(cudaMemset(workspace.ptr, 0xff, workspace.bytes));
+  params.workspace = workspace.ptr;
+  params.workspace_size = workspace.bytes;
   const cudaError_t err =
       m80::launch_backward_variant(evosdpa::detail::make_backward_params(params), params.dtype, row, nullptr);
   ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);

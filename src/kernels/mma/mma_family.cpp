@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cuda_archs.hpp"
 #include "kernels/family.hpp"
 #include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/mma/bwd/bwd_dispatch.hpp"
@@ -61,8 +62,12 @@ FamilySupport backward_supports(const evosdpa_params_t& p, const DeviceInfo& dev
   if (mma_sm80::bwd_config_index(head_dim) < 0)
     return refuse(who + "no configuration for head_dim " + std::to_string(p.head_dim));
   // The preferred row that the device runs: every head dim has one for sm_80 with sm_86/sm_89's memory.
-  const int variant =
-      mma_sm80::bwd_config_index(head_dim, 10 * dev.cc_major + dev.cc_minor, dev.max_smem_per_block_optin);
+  // A row's kernel is compiled only from its min_arch on, so the architecture that counts is the one the
+  // device's code was built for (a build for sm_80 alone runs compute_80 PTX on an H100); where the
+  // list cannot tell ("native", "all"), the device's own.
+  const int code_level = cuda_archs_code_level(EVOSDPA_CUDA_ARCHS, dev.cc_major, dev.cc_minor);
+  const int arch = code_level > 0 ? code_level : 10 * dev.cc_major + dev.cc_minor;
+  const int variant = mma_sm80::bwd_config_index(head_dim, arch, dev.max_smem_per_block_optin);
   if (variant < 0)
     return refuse(who + "needs " + std::to_string(mma_sm80::bwd_min_smem_bytes(head_dim)) +
                   " bytes of shared memory per block, the device allows " +
