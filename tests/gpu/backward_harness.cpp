@@ -59,15 +59,7 @@ DeviceBackwardProblem::DeviceBackwardProblem(const Shape& s, evosdpa_dtype_t dty
   params_.dq = dq_.ptr;
   params_.dk = dk_.ptr;
   params_.dv = dv_.ptr;
-  params_.dtype = dtype;
-  params_.batch = s.batch;
-  params_.heads_q = s.heads_q;
-  params_.heads_kv = s.heads_kv;
-  params_.seqlen_q = s.seqlen_q;
-  params_.seqlen_k = s.seqlen_k;
-  params_.head_dim = s.head_dim;
-  params_.causal = s.causal;
-  params_.softmax_scale = static_cast<float>(s.scale);  // NaN asks for the default, as in the Shape
+  set_shape(params_, s, dtype);
   params_.backward_mode = mode;
   const Strides sq = strides_for(layout, s.heads_q, s.seqlen_q, s.head_dim);
   const Strides sk = strides_for(layout, s.heads_kv, s.seqlen_k, s.head_dim);

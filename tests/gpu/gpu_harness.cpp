@@ -19,6 +19,18 @@ DeviceBuffer::~DeviceBuffer() {
   if (ptr) cudaFree(ptr);
 }
 
+void set_shape(evosdpa_params_t& p, const evosdpa::host::Shape& s, evosdpa_dtype_t dtype) {
+  p.dtype = dtype;
+  p.batch = s.batch;
+  p.heads_q = s.heads_q;
+  p.heads_kv = s.heads_kv;
+  p.seqlen_q = s.seqlen_q;
+  p.seqlen_k = s.seqlen_k;
+  p.head_dim = s.head_dim;
+  p.causal = s.causal;
+  p.softmax_scale = static_cast<float>(s.scale);  // NaN asks for the default, as in the Shape
+}
+
 Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim) {
   switch (l) {
     case Layout::BHSD: return {heads * seqlen * head_dim, seqlen * head_dim, head_dim};
@@ -110,15 +122,7 @@ DeviceProblem::DeviceProblem(const Shape& s, evosdpa_dtype_t dtype, Layout layou
   params_.v = v_.ptr;
   params_.o = o_.ptr;
   params_.lse = with_lse ? static_cast<float*>(lse_.ptr) : nullptr;
-  params_.dtype = dtype;
-  params_.batch = s.batch;
-  params_.heads_q = s.heads_q;
-  params_.heads_kv = s.heads_kv;
-  params_.seqlen_q = s.seqlen_q;
-  params_.seqlen_k = s.seqlen_k;
-  params_.head_dim = s.head_dim;
-  params_.causal = s.causal;
-  params_.softmax_scale = static_cast<float>(s.scale);  // NaN asks for the default, as in the Shape
+  set_shape(params_, s, dtype);
   const Strides sq = strides_for(layout, s.heads_q, s.seqlen_q, s.head_dim);
   const Strides sk = strides_for(layout, s.heads_kv, s.seqlen_k, s.head_dim);
   params_.q_batch_stride = params_.o_batch_stride = sq.batch;

@@ -43,6 +43,9 @@ struct DeviceBuffer {
 struct Strides {
   int64_t batch, head, seq;
 };
+// The shape fields of `p` (dtype, sizes, causal mode, scale) from a host Shape.
+void set_shape(evosdpa_params_t& p, const evosdpa::host::Shape& s, evosdpa_dtype_t dtype);
+
 Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim);
 int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, int64_t head_dim);
 // Copy a BHSD float tensor, rounded to the 16-bit dtype, into `buf` at the layout's strides; storage

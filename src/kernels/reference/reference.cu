@@ -15,6 +15,7 @@
 
 #include "kernels/dtype_dispatch.cuh"
 #include "kernels/family.hpp"
+#include "kernels/reference/reference_math.cuh"
 
 #ifndef EVOSDPA_CUDA_ARCHS
 #error "EVOSDPA_CUDA_ARCHS (the CUDA targets this family's kernels are compiled for) is set by src/sources.cmake"
@@ -32,20 +33,9 @@ constexpr long long kMaxGridX = INT32_MAX;
 // and causal_offset = seqlen_k - seqlen_q or 0) stays within EVOSDPA_MAX_SEQLEN + 1.
 static_assert(EVOSDPA_MAX_SEQLEN + 1 <= INT32_MAX, "EVOSDPA_MAX_SEQLEN overflows the reference kernel's int indices");
 
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
+using reference::from_float;
+using reference::to_float;
+using reference::warp_sum;
 
 // Lane `lane` holds dims lane, lane + 32, ... of the query row; k_descale is 1 for 16-bit inputs.
 template <typename T>

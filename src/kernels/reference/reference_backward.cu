@@ -14,6 +14,7 @@
 
 #include "kernels/dtype_dispatch.cuh"
 #include "kernels/family.hpp"
+#include "kernels/reference/reference_math.cuh"
 #include "validation.hpp"
 
 namespace evosdpa::detail {
@@ -24,19 +25,9 @@ constexpr int kMaxHeadDim = 128;  // head dims the library takes (validation.cpp
 constexpr int kPerLane = kMaxHeadDim / 32;
 constexpr long long kMaxGridX = INT32_MAX;
 
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
+using reference::from_float;
+using reference::to_float;
+using reference::warp_sum;
 
 // Lane `lane` holds dims lane, lane + 32, ... of a row.
 template <typename T>
