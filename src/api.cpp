@@ -79,18 +79,24 @@ Check check_pointers(const evosdpa_params_t& p, const DeviceInfo& dev) {
       {"q", no_q ? nullptr : p.q}, {"k", no_kv ? nullptr : p.k}, {"v", no_kv ? nullptr : p.v},
       {"o", no_q ? nullptr : p.o}, {"lse", no_q ? nullptr : p.lse},
       {"q_descale", no_q ? nullptr : p.q_descale}, {"k_descale", no_q || no_kv ? nullptr : p.k_descale},
-      {"v_descale", no_q || no_kv ? nullptr : p.v_descale}};
+      {"v_descale", no_q || no_kv ? nullptr : p.v_descale},
+      {"seqused_k", no_q ? nullptr : p.seqused_k}, {"page_table", no_q || no_kv ? nullptr : p.page_table}};
   for (const auto& [name, ptr] : ptrs)
     if (Check c = check_pointer(name, ptr, dev); !c.ok()) return c;
   return {};
 }
 
 // Everything up to the launch: normalises the caller's struct into `p`, sets `chosen` to the kernel to
-// run, or `nothing_to_do` for an empty problem.
+// run, or `nothing_to_do` for an empty problem. For the workspace query (`workspace_query`) the caller's
+// workspace is not read: selection then answers as if any workspace were given.
 evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, evosdpa_params_t& p, Selection& chosen,
-                         bool& nothing_to_do) {
+                         bool& nothing_to_do, bool workspace_query = false) {
   nothing_to_do = false;
   if (Check c = normalize_params(params, p); !c.ok()) return report(c);
+  if (workspace_query) {
+    p.workspace = nullptr;
+    p.workspace_size = std::numeric_limits<size_t>::max();
+  }
   if (Check c = check_kernel_name(kernel); !c.ok()) return report(c);
   if (Check c = validate_params(p); !c.ok()) return report(c);
   if (has_no_queries(p)) {
@@ -102,6 +108,11 @@ evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, evo
   const Selection sel = select_kernel(p, dev, kernel);
   if (!sel.check.ok()) return report(sel.check);
   if (Check c = check_pointers(p, dev); !c.ok()) return report(c);
+  if (!workspace_query) {
+    if (Check c = check_forward_workspace(p, sel.workspace_bytes); !c.ok()) return report(c);
+    if (sel.workspace_bytes > 0)
+      if (Check c = check_pointer("workspace", p.workspace, dev); !c.ok()) return report(c);
+  }
   chosen = sel;
   return report(EVOSDPA_SUCCESS, "");
 }
@@ -234,6 +245,17 @@ evosdpa_status_t evosdpa_supports(const evosdpa_params_t* params, const char* ke
   return s;
 }
 
+evosdpa_status_t evosdpa_forward_workspace_size(const evosdpa_params_t* params, const char* kernel, size_t* bytes) {
+  if (bytes == nullptr) return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "bytes is a null pointer");
+  *bytes = 0;
+  evosdpa_params_t p;
+  Selection chosen;
+  bool nothing_to_do = false;
+  const evosdpa_status_t s = prepare(params, kernel, p, chosen, nothing_to_do, true);
+  if (s == EVOSDPA_SUCCESS && !nothing_to_do) *bytes = chosen.workspace_bytes;
+  return s;
+}
+
 evosdpa_status_t evosdpa_attention_backward(const evosdpa_params_t* params, const char* kernel, void* stream) {
   evosdpa_params_t p;
   Selection chosen;
@@ -333,6 +355,13 @@ Result supports(const Params& params, const std::string& kernel) {
 Result attention_backward(const Params& params, cudaStream_t stream, const std::string& kernel) {
   Result r;
   r.status = evosdpa_attention_backward(&params, kernel.c_str(), stream);
+  if (!r.ok()) r.message = evosdpa_last_error_message();
+  return r;
+}
+
+Result forward_workspace_size(const Params& params, size_t& bytes, const std::string& kernel) {
+  Result r;
+  r.status = evosdpa_forward_workspace_size(&params, kernel.c_str(), &bytes);
   if (!r.ok()) r.message = evosdpa_last_error_message();
   return r;
 }

@@ -43,11 +43,22 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.v_descale = p.v_descale;
   k.descale_batch_stride = p.descale_batch_stride;
   k.descale_head_stride = p.descale_head_stride;
+  k.seqused_k = p.seqused_k;
+  k.page_table = p.page_table;
+  k.page_table_batch_stride = p.page_table_batch_stride;
+  k.page_size = static_cast<int>(p.page_size);
+  k.num_pages = static_cast<int>(p.num_pages);
+  k.causal_bottom_right = p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT;
+  k.num_splits = 1;
+  k.workspace = nullptr;
   return k;
 }
 
 cudaError_t run_kernel(const Selection& chosen, const evosdpa_params_t& p, cudaStream_t stream) {
-  return chosen.family->launch(make_kernel_params(p), p.dtype, chosen.variant, stream);
+  KernelParams k = make_kernel_params(p);
+  k.num_splits = chosen.splits;
+  k.workspace = chosen.splits > 1 ? p.workspace : nullptr;
+  return chosen.family->launch(k, p.dtype, chosen.variant, stream);
 }
 
 BackwardParams make_backward_params(const evosdpa_params_t& p) {

@@ -25,6 +25,8 @@ struct Selection {
   Check check;
   const KernelFamily* family = nullptr;  // set when check is ok
   int variant = 0;                       // the family's choice, for its launch
+  int splits = 1;                        // key splits through the workspace (FamilySupport::splits)
+  size_t workspace_bytes = 0;            // the forward workspace the family would use (FamilySupport)
 };
 
 // The single selection function: the kernel name, validation, device generation, then the requested

@@ -4,6 +4,7 @@ set(EVOSDPA_SOURCES
   src/accuracy.cpp
   src/validation.cpp
   src/validation_backward.cpp
+  src/validation_kvcache.cpp
   src/selection.cpp
   src/dispatch.cpp
   src/kernels/registry.cpp
@@ -28,6 +29,12 @@ set(EVOSDPA_SOURCES
   src/kernels/wgmma/wgmma_family.cpp
   src/kernels/wgmma/tma_map.cpp
   src/kernels/mma_fp8/mma_fp8_family.cpp
+  src/kernels/splitkv/splitkv_family.cpp
+  src/kernels/splitkv/splitkv_dispatch.cu
+  src/kernels/splitkv/inst/splitkv_fp16_d64.cu
+  src/kernels/splitkv/inst/splitkv_fp16_d128.cu
+  src/kernels/splitkv/inst/splitkv_bf16_d64.cu
+  src/kernels/splitkv/inst/splitkv_bf16_d128.cu
   src/kernels/mma_fp8/mma_fp8_dispatch.cu
   src/kernels/mma_fp8/inst/mma_fp8_fp16_d64.cu
   src/kernels/mma_fp8/inst/mma_fp8_fp16_d128.cu
@@ -62,7 +69,7 @@ set(EVOSDPA_SM90A_SOURCES
 string(REPLACE ";" "," EVOSDPA_CUDA_ARCHS_ALL "${CMAKE_CUDA_ARCHITECTURES}")
 set_source_files_properties(
   ${CMAKE_CURRENT_LIST_DIR}/kernels/mma/mma_family.cpp ${CMAKE_CURRENT_LIST_DIR}/kernels/reference/reference.cu
-  ${CMAKE_CURRENT_LIST_DIR}/kernels/mma_fp8/mma_fp8_family.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/kernels/mma_fp8/mma_fp8_family.cpp ${CMAKE_CURRENT_LIST_DIR}/kernels/splitkv/splitkv_family.cpp
   PROPERTIES COMPILE_DEFINITIONS "EVOSDPA_CUDA_ARCHS=\"${EVOSDPA_CUDA_ARCHS_ALL}\"")
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/kernels/wgmma/wgmma_family.cpp
   PROPERTIES COMPILE_DEFINITIONS "EVOSDPA_CUDA_ARCHS=\"90a\"")

@@ -125,10 +125,14 @@ size_t output_elem_bytes(const evosdpa_params_t& p) { return evosdpa_dtype_size(
 const char* const kDimNames[4] = {"batch", "head", "seq", "head_dim"};
 
 std::array<TensorView, 4> tensors(const evosdpa_params_t& p) {
+  // A paged cache is [num_pages, heads_kv, page_size, head_dim] at the k_/v_ strides (evosdpa.h).
+  const bool paged = p.page_table != nullptr;
+  const int64_t kv_outer = paged ? (p.seqlen_k > 0 && p.batch > 0 ? p.num_pages : 0) : p.batch;
+  const int64_t kv_rows = paged ? p.page_size : p.seqlen_k;
   return {{
       {"q", p.q, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.q_batch_stride, p.q_head_stride, p.q_seq_stride, 1}},
-      {"k", p.k, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim}, {p.k_batch_stride, p.k_head_stride, p.k_seq_stride, 1}},
-      {"v", p.v, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim}, {p.v_batch_stride, p.v_head_stride, p.v_seq_stride, 1}},
+      {"k", p.k, {kv_outer, p.heads_kv, kv_rows, p.head_dim}, {p.k_batch_stride, p.k_head_stride, p.k_seq_stride, 1}},
+      {"v", p.v, {kv_outer, p.heads_kv, kv_rows, p.head_dim}, {p.v_batch_stride, p.v_head_stride, p.v_seq_stride, 1}},
       {"o", p.o, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.o_batch_stride, p.o_head_stride, p.o_seq_stride, 1}},
   }};
 }
@@ -225,6 +229,7 @@ Check validate_common(const evosdpa_params_t& p) {
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "heads_q (" + std::to_string(p.heads_q) +
                                                     ") is not a multiple of heads_kv (" +
                                                     std::to_string(p.heads_kv) + ")");
+  if (Check c = check_kv_cache_fields(p); !c.ok()) return c;
   if (std::isinf(p.softmax_scale))
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite (NaN asks for 1/sqrt(head_dim))");
 
@@ -232,6 +237,20 @@ Check validate_common(const evosdpa_params_t& p) {
   for (const TensorView& t : ts)
     if (Check c = check_tensor(t, &t == &ts[3] ? output_elem_bytes(p) : input_elem_bytes(p)); !c.ok()) return c;
   return {};
+}
+
+std::array<std::pair<const char*, ByteSpan>, 10> forward_spans(const evosdpa_params_t& p) {
+  const std::array<TensorView, 4> ts = tensors(p);
+  const std::array<TensorView, 3> ds = descales(p);
+  const std::array<TensorView, 2> kv = kv_cache_index_views(p);
+  const TensorView lse{"lse", p.lse, {p.batch, p.heads_q, p.seqlen_q, 1}, {p.heads_q * p.seqlen_q, p.seqlen_q, 1, 1}};
+  std::array<std::pair<const char*, ByteSpan>, 10> spans{};
+  for (int t = 0; t < 3; ++t) spans[t] = {ts[t].name, byte_span(ts[t], input_elem_bytes(p))};
+  for (int t = 0; t < 3; ++t) spans[3 + t] = {ds[t].name, byte_span(ds[t], 4)};
+  for (int t = 0; t < 2; ++t) spans[6 + t] = {kv[t].name, byte_span(kv[t], 4)};
+  spans[8] = {"o", byte_span(ts[3], output_elem_bytes(p))};
+  spans[9] = {"lse", has_no_queries(p) || p.lse == nullptr ? ByteSpan{} : byte_span(lse, 4)};
+  return spans;
 }
 
 Check validate_params(const evosdpa_params_t& p) {
@@ -245,21 +264,14 @@ Check validate_params(const evosdpa_params_t& p) {
   if (p.lse != nullptr && reinterpret_cast<uintptr_t>(p.lse) % 4 != 0)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "lse is not 4-byte aligned");
 
-  // Outputs must not share bytes with the inputs (the descales included) or with each other (byte spans,
-  // so an output interleaved between input elements is refused too).
-  std::array<std::pair<const char*, ByteSpan>, 6> in_spans{};
-  for (int t = 0; t < 3; ++t) in_spans[t] = {ts[t].name, byte_span(ts[t], input_elem_bytes(p))};
-  const std::array<TensorView, 3> ds = descales(p);
-  for (int t = 0; t < 3; ++t) in_spans[3 + t] = {ds[t].name, byte_span(ds[t], 4)};
-  const ByteSpan out_spans[2] = {
-      byte_span(o, output_elem_bytes(p)),
-      has_no_queries(p) || p.lse == nullptr
-          ? ByteSpan{}
-          : byte_span(TensorView{"lse", p.lse, {p.batch, p.heads_q, p.seqlen_q, 1}, {p.heads_q * p.seqlen_q, p.seqlen_q, 1, 1}}, 4)};
+  // Outputs must not share bytes with the inputs (the descales and the KV-cache indices included) or with
+  // each other (byte spans, so an output interleaved between input elements is refused too).
+  const std::array<std::pair<const char*, ByteSpan>, 10> spans = forward_spans(p);
+  const ByteSpan out_spans[2] = {spans[8].second, spans[9].second};
   const char* const out_names[2] = {"o", "lse"};
   for (int i = 0; i < 2; ++i) {
-    for (const auto& [name, span] : in_spans)
-      if (out_spans[i].intersects(span))
+    for (int in = 0; in < 8; ++in)
+      if (const auto& [name, span] = spans[in]; out_spans[i].intersects(span))
         return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
                     std::string(out_names[i]) + " (bytes " + hex(out_spans[i].first) + ".." + hex(out_spans[i].last) +
                         ") overlaps input " + name + " (from " + hex(span.first) + "); outputs must not alias inputs");

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "evosdpa/evosdpa.h"
 
@@ -86,10 +87,34 @@ Check check_row_alignment(const evosdpa_params_t& p, int64_t bytes);
 // The same rule for one tensor of `elem_bytes`-byte elements (nothing to check when it is empty).
 Check check_tensor_row_alignment(const TensorView& t, size_t elem_bytes, int64_t bytes);
 
-// ---- The backward pass (validation_backward.cpp) ----
-
 // The workspace's alignment: its float32 arrays are read and written in 16-byte vectors.
 inline constexpr size_t kWorkspaceAlignment = 16;
+
+// Every tensor of the forward call by name with its byte span: q, k, v, the descales, seqused_k,
+// page_table, o and lse.
+std::array<std::pair<const char*, ByteSpan>, 10> forward_spans(const evosdpa_params_t& p);
+
+// ---- The KV-cache fields (validation_kvcache.cpp) ----
+
+// Whether the call reads a KV cache: per-sequence key counts or a page table (kernels that serve neither
+// refuse such calls).
+bool uses_kv_cache(const evosdpa_params_t& p);
+// Columns of the page table a sequence of seqlen_k keys needs: ceil(seqlen_k / page_size); 0 when dense.
+int64_t page_table_columns(const evosdpa_params_t& p);
+// seqused_k [batch] and page_table [batch, columns] as tensors of int32.
+std::array<TensorView, 2> kv_cache_index_views(const evosdpa_params_t& p);
+// The fields' own rules (called by validate_common): alignment, page_size a positive multiple of 16, the
+// table's stride and size, paging fields only with a table, num_splits >= 0.
+Check check_kv_cache_fields(const evosdpa_params_t& p);
+// For a family that reads dense K/V and does not split keys through the workspace: NOT_SUPPORTED
+// (without the family's prefix) when the call has seqused_k, a page table or num_splits > 1.
+Check check_no_kv_cache(const evosdpa_params_t& p);
+// The same for num_splits > 1 alone (the reference kernel reads KV caches but never splits).
+Check check_no_splits(const evosdpa_params_t& p);
+// The forward's split-KV workspace of `needed` bytes: big enough, aligned, sharing no byte with a tensor.
+Check check_forward_workspace(const evosdpa_params_t& p, size_t needed);
+
+// ---- The backward pass (validation_backward.cpp) ----
 
 // dout, dq, dk, dv in that order (dout and dq have Q's shape, dk and dv K's).
 std::array<TensorView, 4> backward_tensors(const evosdpa_params_t& p);

@@ -74,6 +74,9 @@ Check validate_backward_params(const evosdpa_params_t& p) {
   if (Check c = validate_common(p); !c.ok()) return c;
   if (p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)
     return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "the backward pass takes fp16 or bf16 inputs; FP8 (E4M3) has none");
+  if (uses_kv_cache(p))
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
+                "the backward pass takes dense K and V: seqused_k and page_table (a KV cache) are forward-only");
   if (p.backward_mode != EVOSDPA_BACKWARD_DETERMINISTIC && p.backward_mode != EVOSDPA_BACKWARD_FAST)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "backward_mode " + std::to_string(static_cast<int>(p.backward_mode)) +
                                                     " is not an evosdpa_backward_mode_t value");

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define EVOSDPA_VERSION_MAJOR 0
-#define EVOSDPA_VERSION_MINOR 4
+#define EVOSDPA_VERSION_MINOR 5
 #define EVOSDPA_VERSION_PATCH 0
 
 typedef enum evosdpa_status {
@@ -148,7 +148,8 @@ typedef struct evosdpa_params {
   const float* v_descale;
   int64_t descale_batch_stride, descale_head_stride; /* in floats; 0 and 0: one scale per tensor */
 
-  /* Since 0.4: the backward pass (evosdpa_attention_backward; the forward ignores these fields). */
+  /* Since 0.4: the backward pass (evosdpa_attention_backward; the forward reads only workspace and
+   * workspace_size, since 0.5, for its split-KV partials). */
   const void* dout; /* dO: the gradient of O, [batch, heads_q, seqlen_q, head_dim] in the dtype */
   void* dq;         /* dQ: written, Q's shape */
   void* dk;         /* dK: written, K's shape (summed over the query heads of each group) */
@@ -160,8 +161,47 @@ typedef struct evosdpa_params {
   void* workspace;       /* device scratch of at least evosdpa_backward_workspace_size() bytes, 16-byte aligned */
   size_t workspace_size; /* its size in bytes */
   evosdpa_backward_mode_t backward_mode;
+
+  /* Since 0.5: a KV cache (see "Serving" below). */
+  const int32_t* seqused_k;        /* NULL, or device int32 [batch]: keys each sequence attends to */
+  const int32_t* page_table;       /* NULL (K, V dense), or device int32 [batch, ceil(seqlen_k / page_size)] */
+  int64_t page_table_batch_stride; /* in int32s, >= ceil(seqlen_k / page_size) */
+  int64_t page_size;               /* keys per page (a multiple of 16) with a page_table, else 0 */
+  int64_t num_pages;               /* pages in the cache K and V point to, with a page_table, else 0 */
+  int64_t num_splits;              /* forward key splits: 0 the library's choice, 1 none, N > 1 exactly N */
   /* New fields go here, zero meaning off/default (see above). */
 } evosdpa_params_t;
+
+/*
+ * Serving (since 0.5): a KV cache with per-sequence lengths, paged, read by split-KV decoding.
+ *
+ * seqused_k: sequence b attends to keys 0 .. seqused_k[b]-1 only (FlashAttention's seqused_k, its
+ *   kvcache's cache_seqlens); seqlen_k is then the largest length any sequence may have. A bottom-right
+ *   causal mask aligns each sequence's queries with its own last key: query i sees key j when
+ *   j <= i + seqused_k[b] - seqlen_q (the decode convention: the seqlen_q new tokens are the last ones
+ *   of the cache, appended by the caller before the call). The values are device memory, read by the
+ *   kernel: a value outside [0, seqlen_k] is clamped into it.
+ * page_table: K and V are a paged cache of num_pages pages of page_size keys. The k_/v_ stride fields
+ *   then describe the cache: *_batch_stride is the stride between pages, *_head_stride and *_seq_stride
+ *   are within a page (FlashAttention's [num_pages, page_size, heads_kv, head_dim] cache: page stride
+ *   page_size * heads_kv * head_dim, head stride head_dim, seq stride heads_kv * head_dim; the head-major
+ *   [num_pages, heads_kv, page_size, head_dim] works as well). Key j of sequence b is row j % page_size
+ *   of page page_table[b * page_table_batch_stride + j / page_size]. page_size must be a multiple of
+ *   16 (vLLM's and FlashInfer's 16 included), so that every 16 aligned keys share a page. The table is
+ *   device memory, read by the kernel: an entry outside [0, num_pages) is never dereferenced, and the
+ *   keys of that page count as masked (as if past the sequence end).
+ * num_splits: how many parts the keys of each (sequence, K/V head) are split into, each computed by its
+ *   own block and merged through the log-sum-exp, so that a few sequences with a long cache still fill
+ *   the GPU. 0 lets the library choose (as many as the workspace holds; none without one), 1 asks for
+ *   no split, N > 1 for N (capped at the number of key blocks). Only the split-KV kernel
+ *   (splitkv_sm80) splits; other kernels refuse N > 1.
+ * workspace, workspace_size: the forward reads them too (since 0.5): device scratch for the split
+ *   partials, evosdpa_forward_workspace_size() bytes for the library's choice (0 when it would not
+ *   split). With a smaller workspace and num_splits 0 the library splits less (not at all without one).
+ *
+ * seqused_k and page_table are served by the kernels "splitkv_sm80" and "reference"; the others refuse
+ * them (NOT_SUPPORTED) and "auto" picks splitkv_sm80.
+ */
 
 /*
  * Set struct_size, zero pointers and sizes, fp16, no causal mask, default scale (NaN), for a struct of
@@ -225,6 +265,12 @@ evosdpa_status_t evosdpa_attention_backward(const evosdpa_params_t* params, cons
  * are not read) and kernel, on the current device. */
 evosdpa_status_t evosdpa_backward_workspace_size(const evosdpa_params_t* params, const char* kernel,
                                                  size_t* bytes);
+
+/* Bytes of workspace evosdpa_attention_forward would use for these params and kernel (workspace and
+ * workspace_size are not read) on the current device: 0 unless the chosen kernel splits keys through it
+ * (since 0.5; see "Serving" above). */
+evosdpa_status_t evosdpa_forward_workspace_size(const evosdpa_params_t* params, const char* kernel,
+                                                size_t* bytes);
 
 /* Whether evosdpa_attention_backward would accept these arguments (the workspace included), as
  * evosdpa_supports does for the forward. */

@@ -17,6 +17,7 @@
 #include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/mma/mma_config.hpp"
 #include "kernels/mma_fp8/mma_fp8_config.hpp"
+#include "kernels/splitkv/splitkv_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 
 namespace evosdpa::host {
@@ -64,6 +65,18 @@ void fill_launch_shape(KernelResources& k) {
     return;
   }
   std::smatch m;
+  if (k.function.find("splitkv") != std::string::npos) {  // the split-KV kernel (16-bit rows) and its merge
+    namespace skv = detail::splitkv;
+    if (k.function.find("merge_kernel") != std::string::npos) {
+      k.threads_per_block = 128;
+    } else if (std::regex_search(k.function, m, std::regex("Li([0-9]+)E"))) {
+      const int row = std::stoi(m[1]);
+      if (row < 0 || row >= skv::kConfigCount) return;
+      k.threads_per_block = skv::kConfigs[row].threads();
+      k.dynamic_smem_bytes = skv::kConfigs[row].smem_bytes(2);
+    }
+    return;
+  }
   if (k.function.find("attention_kernel") == std::string::npos ||
       !std::regex_search(k.function, m, std::regex("Li([0-9]+)E")))
     return;

@@ -42,6 +42,19 @@ struct KernelParams {
   const float* k_descale;
   const float* v_descale;
   int64_t descale_batch_stride, descale_head_stride;
+
+  // A KV cache (evosdpa.h, "Serving"). seqused_k: nullptr, or per-sequence key counts (device int32
+  // [batch], clamped into [0, seqlen_k] where read). page_table: nullptr (K/V dense), or the page of
+  // each page_size keys per sequence; k_/v_batch_stride are then the stride between pages.
+  const int32_t* seqused_k;
+  const int32_t* page_table;
+  int64_t page_table_batch_stride;
+  int page_size;
+  int num_pages;
+  bool causal_bottom_right;  // with seqused_k the offset is per sequence: seqused_k[b] - seqlen_q
+  // Split-KV (splitkv_sm80): parts per (sequence, K/V head), and the float32 partials when num_splits > 1.
+  int num_splits;
+  void* workspace;
 };
 
 }  // namespace evosdpa::detail

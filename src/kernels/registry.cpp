@@ -9,15 +9,17 @@ namespace evosdpa::detail {
 extern const KernelFamily kMmaSm80Family;    // kernels/mma/mma_family.cpp
 extern const KernelFamily kMmaFp8Family;     // kernels/mma_fp8/mma_fp8_family.cpp
 extern const KernelFamily kReferenceFamily;  // kernels/reference/reference.cu
+extern const KernelFamily kSplitKvSm80Family;  // kernels/splitkv/splitkv_family.cpp
 extern const KernelFamily kWgmmaSm90Family;  // kernels/wgmma/wgmma_family.cpp
 
 namespace {
 
-// wgmma_sm90 first: on an H100 it ran 1.2-1.7x mma_sm80's speed at L=4096 (docs/perf-log.md, v8); it
+// splitkv_sm80 first for what it is made for (auto_prefers): decoding shapes and KV caches, which the
+// others refuse. Then wgmma_sm90: on an H100 it ran 1.2-1.7x mma_sm80's speed at L=4096 (docs/perf-log.md, v8); it
 // leaves D=64 grids of less than one wave whose keys it does not split to mma_sm80's small-grid variant
 // (auto_prefers).
 // mma_fp8_sm89 (FP8 inputs only) before the reference, which is the only other family that takes them.
-const KernelFamily* const kFamilies[] = {&kWgmmaSm90Family, &kMmaSm80Family, &kMmaFp8Family, &kReferenceFamily};
+const KernelFamily* const kFamilies[] = {&kSplitKvSm80Family, &kWgmmaSm90Family, &kMmaSm80Family, &kMmaFp8Family, &kReferenceFamily};
 
 }  // namespace
 

@@ -67,15 +67,16 @@ TEST(CApi, StatusStringsAndKernelNames) {
   EXPECT_STREQ(evosdpa_status_string(EVOSDPA_SUCCESS), "EVOSDPA_SUCCESS");
   EXPECT_STREQ(evosdpa_status_string(EVOSDPA_ERROR_NO_DEVICE), "EVOSDPA_ERROR_NO_DEVICE");
   EXPECT_STREQ(evosdpa_status_string(static_cast<evosdpa_status_t>(99)), "EVOSDPA_UNKNOWN_STATUS");
-  ASSERT_EQ(evosdpa_kernel_count(), 4);
-  EXPECT_STREQ(evosdpa_kernel_name(0), "wgmma_sm90");
-  EXPECT_STREQ(evosdpa_kernel_name(1), "mma_sm80");
-  EXPECT_STREQ(evosdpa_kernel_name(2), "mma_fp8_sm89");
-  EXPECT_STREQ(evosdpa_kernel_name(3), "reference");
-  EXPECT_EQ(evosdpa_kernel_name(4), nullptr);
+  ASSERT_EQ(evosdpa_kernel_count(), 5);
+  EXPECT_STREQ(evosdpa_kernel_name(0), "splitkv_sm80");
+  EXPECT_STREQ(evosdpa_kernel_name(1), "wgmma_sm90");
+  EXPECT_STREQ(evosdpa_kernel_name(2), "mma_sm80");
+  EXPECT_STREQ(evosdpa_kernel_name(3), "mma_fp8_sm89");
+  EXPECT_STREQ(evosdpa_kernel_name(4), "reference");
+  EXPECT_EQ(evosdpa_kernel_name(5), nullptr);
   EXPECT_EQ(evosdpa_kernel_name(-1), nullptr);
   EXPECT_EQ(evosdpa::kernel_names(),
-            (std::vector<std::string>{"wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"}));
+            (std::vector<std::string>{"splitkv_sm80", "wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"}));
 }
 
 TEST(CApi, ParamsInitAndStrideHelpers) {

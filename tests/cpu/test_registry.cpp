@@ -33,11 +33,12 @@ TEST(Registry, NamesAreUniqueAndComeFromTheTable) {
 }
 
 TEST(Registry, SelectionOrder) {
-  ASSERT_EQ(kernel_count(), 4);
-  EXPECT_STREQ(kernel_name(0), "wgmma_sm90");
-  EXPECT_STREQ(kernel_name(1), "mma_sm80");
-  EXPECT_STREQ(kernel_name(2), "mma_fp8_sm89");
-  EXPECT_STREQ(kernel_name(3), "reference");
+  ASSERT_EQ(kernel_count(), 5);
+  EXPECT_STREQ(kernel_name(0), "splitkv_sm80");
+  EXPECT_STREQ(kernel_name(1), "wgmma_sm90");
+  EXPECT_STREQ(kernel_name(2), "mma_sm80");
+  EXPECT_STREQ(kernel_name(3), "mma_fp8_sm89");
+  EXPECT_STREQ(kernel_name(4), "reference");
   EXPECT_STREQ(find_family("wgmma_sm90")->cuda_archs, "90a");
 }
 

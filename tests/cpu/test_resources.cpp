@@ -13,6 +13,7 @@
 #include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/mma/mma_config.hpp"
 #include "kernels/mma_fp8/mma_fp8_config.hpp"
+#include "kernels/splitkv/splitkv_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 
 using namespace evosdpa::host;
@@ -22,12 +23,13 @@ namespace {
 TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   const auto kernels = load_ptxas_logs(EVOSDPA_PTXAS_LOG_DIR);
   ASSERT_FALSE(kernels.empty()) << "no ptxas output in " << EVOSDPA_PTXAS_LOG_DIR;
-  std::set<std::string> mma, mma_bwd, wgmma, fp8;
+  std::set<std::string> mma, mma_bwd, wgmma, fp8, splitkv;
   for (const auto& k : kernels) {
     const bool m80 = k.function.find("mma_sm80") != std::string::npos;
     if (m80 && k.function.find("bwd_") == std::string::npos) mma.insert(k.function);
     if (m80 && k.function.find("bwd_") != std::string::npos) mma_bwd.insert(k.function);
     if (k.function.find("mma_fp8") != std::string::npos) fp8.insert(k.function);
+    if (k.function.find("splitkv") != std::string::npos) splitkv.insert(k.function);
     if (k.function.find("wgmma_sm90") != std::string::npos && k.arch == "sm_90a") wgmma.insert(k.function);
   }
   EXPECT_EQ(mma.size(), 2u * evosdpa::detail::mma_sm80::kConfigCount)
@@ -38,6 +40,8 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
       << "expected fp16 and bf16 instantiations of every backward kernel and row";
   EXPECT_EQ(fp8.size(), 2u * evosdpa::detail::mma_fp8::kConfigCount)
       << "expected fp16- and bf16-output instantiations of every FP8 tile-table row";
+  EXPECT_EQ(splitkv.size(), 2u * 2u * evosdpa::detail::splitkv::kConfigCount)
+      << "expected fp16 and bf16 instantiations of every split-KV row, and of its merge per head dim";
   // Per Hopper row, fp16 and bf16, a persistent kernel and (rows that split rows, not keys) a cluster one.
   size_t expected = 0;
   // 16-bit rows: fp16 and bf16, persistent and (unless split_keys) split over clusters; FP8 rows: E4M3,

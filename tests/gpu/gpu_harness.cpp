@@ -18,6 +18,16 @@ DeviceBuffer::DeviceBuffer(size_t n) : bytes(n) {
 DeviceBuffer::~DeviceBuffer() {
   if (ptr) cudaFree(ptr);
 }
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr) cudaFree(ptr);
+    ptr = other.ptr;
+    bytes = other.bytes;
+    other.ptr = nullptr;
+    other.bytes = 0;
+  }
+  return *this;
+}
 
 void set_shape(evosdpa_params_t& p, const evosdpa::host::Shape& s, evosdpa_dtype_t dtype) {
   p.dtype = dtype;

@@ -37,6 +37,7 @@ struct DeviceBuffer {
   explicit DeviceBuffer(size_t n);
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;  // frees what it held, takes other's
   ~DeviceBuffer();
 };
 

@@ -62,8 +62,8 @@ __global__ void reference_kernel(const KernelParams p) {
   const int h_kv = h / p.kv_group;
 
   const T* q_row = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + i * p.q_seq_stride;
-  const T* k_head = static_cast<const T*>(p.k) + b * p.k_batch_stride + h_kv * p.k_head_stride;
-  const T* v_head = static_cast<const T*>(p.v) + b * p.v_batch_stride + h_kv * p.v_head_stride;
+  const T* k_head = static_cast<const T*>(p.k) + h_kv * p.k_head_stride;
+  const T* v_head = static_cast<const T*>(p.v) + h_kv * p.v_head_stride;
   TO* o_row = static_cast<TO*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + i * p.o_seq_stride;
   float q_descale = 1.f, k_descale = 1.f, v_descale = 1.f;
   if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) {
@@ -73,8 +73,19 @@ __global__ void reference_kernel(const KernelParams p) {
     v_descale = p.v_descale[at];
   }
 
-  int kv_end = p.seqlen_k;
-  if (p.causal) kv_end = max(0, min(kv_end, i + p.causal_offset + 1));
+  // A KV cache: the sequence's own key count, and with it the bottom-right diagonal.
+  const int seq_keys = p.seqused_k != nullptr ? min(max(p.seqused_k[b], 0), p.seqlen_k) : p.seqlen_k;
+  const int causal_offset = p.seqused_k != nullptr && p.causal_bottom_right ? seq_keys - p.seqlen_q : p.causal_offset;
+  int kv_end = seq_keys;
+  if (p.causal) kv_end = max(0, min(kv_end, i + causal_offset + 1));
+  // Key j's row in K (in V at v's strides): batch b's, or its page's; a page index outside
+  // [0, num_pages) masks its keys.
+  const auto key_offset = [&](int j, int64_t batch_stride, int64_t seq_stride) -> int64_t {
+    if (p.page_table == nullptr) return b * batch_stride + static_cast<int64_t>(j) * seq_stride;
+    const int page = p.page_table[b * p.page_table_batch_stride + j / p.page_size];
+    if (page < 0 || page >= p.num_pages) return -1;
+    return page * batch_stride + static_cast<int64_t>(j % p.page_size) * seq_stride;
+  };
 
   float q[kMaxPerLane];
 #pragma unroll
@@ -84,15 +95,19 @@ __global__ void reference_kernel(const KernelParams p) {
   }
 
   float row_max = -INFINITY;
-  for (int j = 0; j < kv_end; ++j)
-    row_max = fmaxf(row_max, p.scale * score(q, k_head + j * p.k_seq_stride, k_descale, head_dim, lane));
+  for (int j = 0; j < kv_end; ++j) {
+    const int64_t k_off = key_offset(j, p.k_batch_stride, p.k_seq_stride);
+    if (k_off >= 0) row_max = fmaxf(row_max, p.scale * score(q, k_head + k_off, k_descale, head_dim, lane));
+  }
 
   float sum = 0.f;
   float acc[kMaxPerLane] = {};
   for (int j = 0; j < kv_end; ++j) {
-    const float w = expf(p.scale * score(q, k_head + j * p.k_seq_stride, k_descale, head_dim, lane) - row_max);
+    const int64_t k_off = key_offset(j, p.k_batch_stride, p.k_seq_stride);
+    if (k_off < 0) continue;
+    const float w = expf(p.scale * score(q, k_head + k_off, k_descale, head_dim, lane) - row_max);
     sum += w;
-    const T* v_row = v_head + j * p.v_seq_stride;
+    const T* v_row = v_head + key_offset(j, p.v_batch_stride, p.v_seq_stride);
 #pragma unroll
     for (int t = 0; t < kMaxPerLane; ++t) {
       const int d = lane + 32 * t;
@@ -130,6 +145,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
     return refuse("FP8 (E4M3) inputs need compute capability 8.9 or newer (FP8 tensor cores); device " +
                   std::to_string(dev.ordinal) + " is sm_" + std::to_string(dev.cc_major * 10 + dev.cc_minor));
   if (p.head_dim > kMaxHeadDim) return refuse("head_dim above " + std::to_string(kMaxHeadDim));
+  if (const Check c = check_no_splits(p); !c.ok()) return refuse(c.message);
   // Every factor is below 2^31, but their product can pass 2^63.
   const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
   if ((rows + kWarpsPerBlock - 1) / kWarpsPerBlock > kMaxGridX)

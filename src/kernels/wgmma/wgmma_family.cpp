@@ -36,6 +36,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const bool fp8 = p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
   if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16 && !fp8)
     return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " (fp16, bf16, FP8 E4M3)");
+  if (const Check c = check_no_kv_cache(p); !c.ok()) return refuse(who + c.message);
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   const int variant = choice.row;
   if (variant < 0)

@@ -1,0 +1,76 @@
+// The split-KV family in the registry (splitkv_sm80): what it supports (fp16/bf16, D 64/128, dense or
+// paged K/V, per-sequence key counts), how many parts it splits the keys into within the caller's
+// workspace, and its entry points.
+#include <cstdint>
+#include <string>
+
+#include "kernels/family.hpp"
+#include "kernels/splitkv/splitkv_config.hpp"
+#include "kernels/splitkv/splitkv_dispatch.hpp"
+
+#ifndef EVOSDPA_CUDA_ARCHS
+#error "EVOSDPA_CUDA_ARCHS (the CUDA targets this family's kernels are compiled for) is set by src/sources.cmake"
+#endif
+
+namespace evosdpa::detail {
+namespace {
+
+// cp.async copies and the output stores move 16-byte chunks: every row start must be 16-byte aligned.
+constexpr int64_t kChunkBytes = 16;
+constexpr long long kMaxGridX = INT32_MAX;
+// Queries per sequence up to which "auto" takes a dense call (a decoding step).
+constexpr int64_t kDecodeRows = 16;
+
+FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  const std::string who = "splitkv_sm80: ";
+  const auto refuse = [&who](std::string message) {
+    return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, who + std::move(message))};
+  };
+  if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
+    return refuse(p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? std::string("FP8 (E4M3) inputs are not supported (fp16, bf16)")
+                                                        : "dtype " + std::to_string(static_cast<int>(p.dtype)) + " (fp16, bf16)");
+  const int row = splitkv::config_index(static_cast<int>(p.head_dim));
+  if (row < 0) return refuse("no configuration for head_dim " + std::to_string(p.head_dim));
+  const splitkv::SplitKvConfig& cfg = splitkv::kConfigs[row];
+  const long long smem = cfg.smem_bytes(static_cast<int>(evosdpa_dtype_size(p.dtype)));
+  if (smem > dev.max_smem_per_block_optin)
+    return refuse("needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+                  std::to_string(dev.max_smem_per_block_optin));
+  if (const Check c = check_row_alignment(p, kChunkBytes); !c.ok()) return refuse(c.message);
+  const int64_t group = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1;
+  // Packed rows (query, query head of the group) are ints in the kernel, with a 16-row group added.
+  if (static_cast<__int128>(p.seqlen_q) * group > INT32_MAX - splitkv::kBlockRows)
+    return refuse("seqlen_q * heads_q / heads_kv exceeds 2^31-17 packed rows");
+
+  // Key parts: the caller's count (at most one per key block), or the heuristic's within the workspace.
+  const long long base = splitkv::base_blocks(p.batch, p.heads_kv, p.seqlen_q, group);
+  const long long key_blocks = (p.seqlen_k + cfg.block_n - 1) / cfg.block_n;
+  const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q;
+  const long long per_split_bytes = splitkv::workspace_bytes(2, rows, p.head_dim) / 2;
+  long long splits = 1;
+  if (p.num_splits > 0) {
+    splits = p.num_splits < key_blocks ? p.num_splits : (key_blocks > 0 ? key_blocks : 1);
+  } else {
+    const long long slots = static_cast<long long>(dev.sm_count) * (dev.max_smem_per_block_optin / smem > 1 ? dev.max_smem_per_block_optin / smem : 1);
+    splits = splitkv::choose_splits(base, key_blocks, slots);
+    const long long fit = per_split_bytes > 0 ? static_cast<long long>(p.workspace_size / per_split_bytes) : 0;
+    if (splits > fit) splits = fit >= 2 ? fit : 1;
+  }
+  if (static_cast<__int128>(base) * splits > kMaxGridX)
+    return refuse("batch * heads_kv * ceil(seqlen_q * heads_q / heads_kv / 16) * splits exceeds 2^31-1 blocks");
+  FamilySupport s{{}, row};
+  s.splits = static_cast<int>(splits);
+  s.workspace_bytes = static_cast<size_t>(splitkv::workspace_bytes(splits, rows, p.head_dim));
+  return s;
+}
+
+// Decoding shapes (issue 12's: 1 to 16 new tokens per sequence, whatever the group) and KV caches,
+// which no other fast family serves.
+bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo&) { return uses_kv_cache(p) || p.seqlen_q <= kDecodeRows; }
+
+}  // namespace
+
+extern const KernelFamily kSplitKvSm80Family = {"splitkv_sm80", EVOSDPA_CUDA_ARCHS, supports, splitkv::launch_variant,
+                                                splitkv::probe_image, auto_prefers, nullptr};
+
+}  // namespace evosdpa::detail

@@ -1,0 +1,343 @@
+// The split-KV attention kernel (splitkv_sm80), for decoding against a KV cache: mma.sync m16n8k16 on
+// 16 packed query rows, K/V tiles streamed through a cp.async ring, dense or paged keys, per-sequence
+// key counts, and one of num_splits parts of the keys per block (splitkv_config.hpp says why).
+//
+// The loop is memory-bound by design: each warp does a few mma per tile, so what matters is that the
+// copies of `stages - 1` tiles are always in flight. The per-warp math reuses mma_sm80's pieces
+// (mma_qk, the online softmax, mma_pv) on the warp's slice of the tile.
+#pragma once
+
+#include "kernels/rtc_std.hpp"
+
+#include "kernels/kernel_params.hpp"
+#include "kernels/mma/mma_kernel.cuh"
+#include "kernels/splitkv/splitkv_config.hpp"
+
+namespace evosdpa::detail::splitkv {
+
+using mma_sm80::cp_async_16;
+using mma_sm80::cp_async_commit;
+using mma_sm80::cp_async_wait;
+using mma_sm80::swizzle;
+
+// What one block computes: sequence b, K/V head h_kv, packed rows [row0, row0 + 16), key part `split`.
+// Consecutive blocks are the row groups of one part, which read the same keys (L2 hits).
+struct Work {
+  int b, h_kv, split, row0;
+};
+
+__device__ __forceinline__ Work block_work(const KernelParams& p) {
+  const int heads_kv = p.heads_q / p.kv_group;
+  const int groups = (p.seqlen_q * p.kv_group + kBlockRows - 1) / kBlockRows;
+  int i = static_cast<int>(blockIdx.x);
+  const int rg = i % groups;
+  i /= groups;
+  const int split = i % p.num_splits;
+  i /= p.num_splits;
+  return {i / heads_kv, i % heads_kv, split, rg * kBlockRows};
+}
+
+// Keys sequence b attends to: seqused_k[b] clamped into [0, seqlen_k], or seqlen_k.
+__device__ __forceinline__ int sequence_keys(const KernelParams& p, int b) {
+  if (p.seqused_k == nullptr) return p.seqlen_k;
+  return min(max(p.seqused_k[b], 0), p.seqlen_k);
+}
+
+// Where key `key` of sequence b lives: `outer` is the page it is on (paged) or b (dense), `row` its row
+// there; ok is false for a page index outside [0, num_pages), whose keys are never read and count as
+// masked.
+struct KeyRow {
+  int64_t outer;
+  int row;
+  bool ok;
+};
+
+__device__ __forceinline__ KeyRow key_row(const KernelParams& p, int b, int key) {
+  if (p.page_table == nullptr) return {b, key, true};
+  const int page = p.page_table[b * p.page_table_batch_stride + key / p.page_size];
+  return {page, key % p.page_size, page >= 0 && page < p.num_pages};
+}
+
+// Copy keys [key0, key0 + BN) of K and V into one stage; keys at or past `key_end` or on an invalid page
+// are zero-filled. Each thread copies one 16-byte column of rows `kStep` apart.
+template <int BN, int D, int kThreads, typename T>
+__device__ __forceinline__ void load_kv_tile(uint32_t sK, uint32_t sV, const KernelParams& p, const T* k_head,
+                                             const T* v_head, int b, int key0, int key_end, int tid) {
+  constexpr int kChunks = D / 8;
+  constexpr int kStep = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && BN % kStep == 0, "each thread copies whole rows of one column");
+  const int row0 = tid / kChunks;
+  const int chunk = tid % kChunks;
+#pragma unroll
+  for (int i = 0; i < BN / kStep; ++i) {
+    const int r = row0 + i * kStep;
+    const int key = key0 + r;
+    KeyRow at{0, 0, false};
+    if (key < key_end) at = key_row(p, b, key);
+    const uint32_t dst = swizzle<kChunks>(r, chunk);
+    const T* k_src = at.ok ? k_head + at.outer * p.k_batch_stride + at.row * p.k_seq_stride + chunk * 8 : k_head;
+    const T* v_src = at.ok ? v_head + at.outer * p.v_batch_stride + at.row * p.v_seq_stride + chunk * 8 : v_head;
+    cp_async_16(sK + dst, k_src, at.ok);
+    cp_async_16(sV + dst, v_src, at.ok);
+  }
+}
+
+// Q fragments of the block's 16 rows straight from global memory into the mma A layout (4-byte loads: Q
+// is 16 rows, read once). Rows past the packed row count are zero.
+template <typename T, int D>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&q)[1][D / 16][4], const KernelParams& p, const Work& w,
+                                                 int lane) {
+  const int rows = p.seqlen_q * p.kv_group;
+  const T* ptr[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = w.row0 + lane / 4 + 8 * half;
+    const int qi = r / p.kv_group;
+    const int h = w.h_kv * p.kv_group + r % p.kv_group;
+    ptr[half] = r < rows ? static_cast<const T*>(p.q) + w.b * p.q_batch_stride + h * p.q_head_stride +
+                               static_cast<int64_t>(qi) * p.q_seq_stride + 2 * (lane % 4)
+                         : nullptr;
+  }
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const T* row = ptr[i & 1];
+      q[0][kk][i] = row != nullptr ? *reinterpret_cast<const uint32_t*>(row + kk * 16 + 8 * (i >> 1)) : 0u;
+    }
+}
+
+// Scale one warp's scores (16 rows x WK keys from key0) into the log2 domain and mask keys at or past
+// key_end, above a row's causal limit, or on an invalid page (page_ok: bit g for the warp's 16-key group g).
+template <int WK>
+__device__ __forceinline__ void scale_and_mask(float (&s)[WK / 8][4], float scale_log2, int key0, int key_end,
+                                               const int (&limit)[2], unsigned page_ok, int lane) {
+#pragma unroll
+  for (int n = 0; n < WK / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + n * 8 + 2 * (lane & 3) + (e & 1);
+      const bool visible = key < key_end && key <= limit[e >> 1] && ((page_ok >> (n / 2)) & 1u);
+      s[n][e] = visible ? s[n][e] * scale_log2 : -INFINITY;
+    }
+}
+
+template <typename T, int kIndex>
+struct Kernel {
+  static constexpr SplitKvConfig kCfg = kConfigs[kIndex];
+  static constexpr int kD = kCfg.head_dim;
+  static constexpr int kBN = kCfg.block_n;
+  static constexpr int kWK = kCfg.warp_keys();
+  static constexpr int kStages = kCfg.stages;
+  static constexpr int kThreads = kCfg.threads();
+  static constexpr uint32_t kTileBytes = kBN * kD * sizeof(T);
+};
+
+// Merge the warps' (m, l, O) of every row (each warp saw its own keys of every tile), then write O
+// normalised and the lse: to O and lse with one part, to the workspace's part `split` otherwise.
+template <typename T, int kIndex>
+__device__ __forceinline__ void merge_warps_and_store(const float (&o)[Kernel<T, kIndex>::kD / 8][4], const float (&m)[2],
+                                                      float (&l)[2], char* smem, const KernelParams& p, const Work& w,
+                                                      int warp, int lane) {
+  using K = Kernel<T, kIndex>;
+  constexpr int D = K::kD;
+  constexpr int kWarps = K::kCfg.warps;
+  float* s_o = reinterpret_cast<float*>(smem);         // [warp][row][D]
+  float* s_m = s_o + kWarps * kBlockRows * D;           // [warp][row]
+  float* s_l = s_m + kWarps * kBlockRows;               // [warp][row]
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  __syncthreads();  // every warp is done with the K/V stages this reuses
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = lane / 4 + 8 * (e >> 1);
+      s_o[(warp * kBlockRows + row) * D + n * 8 + 2 * (lane & 3) + (e & 1)] = o[n][e];
+    }
+  if ((lane & 3) == 0)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      s_m[warp * kBlockRows + lane / 4 + 8 * r] = m[r];
+      s_l[warp * kBlockRows + lane / 4 + 8 * r] = l[r];
+    }
+  __syncthreads();
+
+  // Each thread then owns 8 consecutive dims of one row: a 16-byte store of O.
+  const int rows = p.seqlen_q * p.kv_group;
+  for (int item = threadIdx.x; item < kBlockRows * D / 8; item += K::kThreads) {
+    const int row = item / (D / 8);
+    const int d0 = (item % (D / 8)) * 8;
+    const int r = w.row0 + row;
+    if (r >= rows) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) mx = fmaxf(mx, s_m[v * kBlockRows + row]);
+    const float base = mx == -INFINITY ? 0.f : mx;  // a row with no key: every weight 0, O = 0
+    float sum = 0.f, acc[8] = {};
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) {
+      const float wgt = fast_exp2(s_m[v * kBlockRows + row] - base);
+      sum += wgt * s_l[v * kBlockRows + row];
+#pragma unroll
+      for (int d = 0; d < 8; ++d) acc[d] += wgt * s_o[(v * kBlockRows + row) * D + d0 + d];
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    // Natural-log lse of the scaled scores: m and the sum are in the log2 domain of scale * log2(e).
+    const float lse = sum > 0.f ? (mx + __log2f(sum)) * 0.69314718055994531f : -INFINITY;
+    const int qi = r / p.kv_group;
+    const int h = w.h_kv * p.kv_group + r % p.kv_group;
+    const int64_t out_row = (static_cast<int64_t>(w.b) * p.heads_q + h) * p.seqlen_q + qi;
+    if (p.num_splits == 1) {
+      uint32_t packed[4];
+#pragma unroll
+      for (int d = 0; d < 4; ++d) packed[d] = pack2<T>(acc[2 * d] * inv, acc[2 * d + 1] * inv);
+      T* dst = static_cast<T*>(p.o) + w.b * p.o_batch_stride + h * p.o_head_stride +
+               static_cast<int64_t>(qi) * p.o_seq_stride + d0;
+      *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      if (p.lse != nullptr && d0 == 0) p.lse[out_row] = lse;
+    } else {
+      const int64_t total_rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+      float* part_o = static_cast<float*>(p.workspace) + (w.split * total_rows + out_row) * D + d0;
+      *reinterpret_cast<float4*>(part_o) = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      *reinterpret_cast<float4*>(part_o + 4) = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+      if (d0 == 0) {
+        float* part_lse = static_cast<float*>(p.workspace) + p.num_splits * total_rows * D;
+        part_lse[w.split * total_rows + out_row] = lse;
+      }
+    }
+  }
+}
+
+template <typename T, int kIndex>
+__global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(const KernelParams p) {
+  using K = Kernel<T, kIndex>;
+  constexpr int D = K::kD;
+  constexpr int kBN = K::kBN;
+  constexpr int kWK = K::kWK;
+  constexpr int kStages = K::kStages;
+
+  extern __shared__ __align__(128) char smem[];
+  const uint32_t s_base = smem_addr(smem);
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const Work w = block_work(p);
+
+  // Keys of this row group: the sequence's, cut at the causal limit of its last query.
+  const int seq_keys = sequence_keys(p, w.b);
+  const int offset = p.causal_bottom_right ? seq_keys - p.seqlen_q : 0;
+  const int rows = p.seqlen_q * p.kv_group;
+  int key_end = seq_keys;
+  if (p.causal) {
+    const int last_query = (min(w.row0 + kBlockRows, rows) - 1) / p.kv_group;
+    key_end = max(0, min(key_end, last_query + offset + 1));
+  }
+  // This part's key blocks: an even share of the row group's.
+  const int key_blocks = (key_end + kBN - 1) / kBN;
+  const int per_split = (key_blocks + p.num_splits - 1) / p.num_splits;
+  const int block_begin = min(key_blocks, w.split * per_split);
+  const int num_tiles = min(key_blocks, block_begin + per_split) - block_begin;
+
+  // Causal limit of the thread's two rows (rows lane/4 and lane/4 + 8 of the group).
+  int limit[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    limit[r] = p.causal ? (w.row0 + lane / 4 + 8 * r) / p.kv_group + offset : INT_MAX;
+
+  const T* k_head = static_cast<const T*>(p.k) + w.h_kv * p.k_head_stride;
+  const T* v_head = static_cast<const T*>(p.v) + w.h_kv * p.v_head_stride;
+  auto stage_k = [&](int tile) { return s_base + (tile % kStages) * 2 * K::kTileBytes; };
+  auto load = [&](int tile) {
+    load_kv_tile<kBN, D, K::kThreads>(stage_k(tile), stage_k(tile) + K::kTileBytes, p, k_head, v_head, w.b,
+                                      (block_begin + tile) * kBN, key_end, tid);
+  };
+
+  float o[1][D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[0][n][0] = o[0][n][1] = o[0][n][2] = o[0][n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+  if (num_tiles > 0) {
+    // Groups: one per tile, the first kStages - 1 issued here; each iteration issues one more (empty
+    // past the end), so "all but the newest kStages - 2" is exactly the tile about to be used.
+#pragma unroll
+    for (int t = 0; t < kStages - 1; ++t) {
+      if (t < num_tiles) load(t);
+      cp_async_commit();
+    }
+    uint32_t q_frag[1][D / 16][4];
+    load_q_fragments<T, D>(q_frag, p, w, lane);
+
+    for (int j = 0; j < num_tiles; ++j) {
+      cp_async_wait<kStages - 2>();
+      // Tile j visible to all; every warp is past tile j - 1, whose stage the next copy refills.
+      __syncthreads();
+      if (j + kStages - 1 < num_tiles) load(j + kStages - 1);
+      cp_async_commit();
+
+      const uint32_t sK = stage_k(j) + warp * kWK * (D / 8) * 16;
+      const uint32_t sV = stage_k(j) + K::kTileBytes + warp * kWK * (D / 8) * 16;
+      const int key0 = (block_begin + j) * kBN + warp * kWK;
+      float s[1][kWK / 8][4];
+      mma_sm80::mma_qk<T, D, kWK, 1, true>(s, q_frag, 0u, sK, 0, lane);
+      unsigned page_ok = ~0u;
+      if (p.page_table != nullptr) {
+#pragma unroll
+        for (int g = 0; g < kWK / 16; ++g)
+          if (key0 + 16 * g < key_end && !key_row(p, w.b, key0 + 16 * g).ok) page_ok &= ~(1u << g);
+      }
+      scale_and_mask<kWK>(s[0], p.scale_log2, key0, key_end, limit, page_ok, lane);
+      mma_sm80::rescale<kWK, D, 0>(s[0], o[0], m, l);
+      mma_sm80::mma_pv<T, D, kWK, 1>(o, s, sV, lane);
+    }
+    cp_async_wait<0>();
+  }
+  merge_warps_and_store<T, kIndex>(o[0], m, l, smem, p, w, warp, lane);
+}
+
+// Combine the parts of every output row (one warp per row): lse = log sum exp(lse_s), O = sum
+// exp(lse_s - lse) O_s. Rows whose parts all saw no key keep O = 0 and lse = -inf.
+template <typename T, int D>
+__global__ void __launch_bounds__(128) merge_kernel(const KernelParams p) {
+  const int64_t total_rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= total_rows) return;
+  const float* part_o = static_cast<const float*>(p.workspace);
+  const float* part_lse = part_o + p.num_splits * total_rows * D;
+  float mx = -INFINITY;
+  for (int s = lane; s < p.num_splits; s += 32) mx = fmaxf(mx, part_lse[s * total_rows + row]);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  const float base = mx == -INFINITY ? 0.f : mx;
+  float sum = 0.f;
+  for (int s = lane; s < p.num_splits; s += 32) sum += __expf(part_lse[s * total_rows + row] - base);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  const float lse = sum > 0.f ? base + __logf(sum) : -INFINITY;
+
+  constexpr int kPerLane = D / 32;  // 2 or 4 consecutive dims per lane
+  float acc[kPerLane] = {};
+  for (int s = 0; s < p.num_splits; ++s) {
+    const float ls = part_lse[s * total_rows + row];
+    if (ls == -INFINITY) continue;
+    const float wgt = __expf(ls - lse);
+    const float* src = part_o + (s * total_rows + row) * D + lane * kPerLane;
+#pragma unroll
+    for (int d = 0; d < kPerLane; ++d) acc[d] += wgt * src[d];
+  }
+  const int qi = static_cast<int>(row % p.seqlen_q);
+  const int h = static_cast<int>((row / p.seqlen_q) % p.heads_q);
+  const int b = static_cast<int>(row / (static_cast<int64_t>(p.seqlen_q) * p.heads_q));
+  T* dst = static_cast<T*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + static_cast<int64_t>(qi) * p.o_seq_stride +
+           lane * kPerLane;
+#pragma unroll
+  for (int d = 0; d < kPerLane; d += 2) *reinterpret_cast<uint32_t*>(dst + d) = pack2<T>(acc[d], acc[d + 1]);
+  if (p.lse != nullptr && lane == 0) p.lse[row] = lse;
+}
+
+}  // namespace evosdpa::detail::splitkv

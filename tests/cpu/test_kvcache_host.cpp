@@ -1,0 +1,194 @@
+// KV-cache arguments without a GPU: validation of seqused_k, the page table and num_splits, which
+// family "auto" and each family by name give such calls, and splitkv_sm80's split counts and workspace.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cpu/params_fixture.hpp"
+#include "kernels/splitkv/splitkv_config.hpp"
+
+using namespace evosdpa::detail;
+
+namespace {
+
+const auto kSeqused = reinterpret_cast<const int32_t*>(uintptr_t{0x50000000});
+const auto kTable = reinterpret_cast<const int32_t*>(uintptr_t{0x60000000});
+
+// A decode step: 4 sequences, 32 query heads on 8 K/V heads, one new token, a paged cache of 64 pages of
+// 16 keys ([pages, page, heads_kv, D]) with room for 256 keys per sequence.
+evosdpa_params_t paged_decode(int64_t d = 128) {
+  evosdpa_params_t p = valid_params(4, 32, 1, 256, d);
+  p.heads_kv = 8;
+  evosdpa_params_set_bshd_strides(&p);
+  p.k_head_stride = p.v_head_stride = d;
+  p.k_seq_stride = p.v_seq_stride = 8 * d;
+  p.k_batch_stride = p.v_batch_stride = 16 * 8 * d;
+  p.seqused_k = kSeqused;
+  p.page_table = kTable;
+  p.page_table_batch_stride = 16;
+  p.page_size = 16;
+  p.num_pages = 64;
+  return p;
+}
+
+std::string name_of(const Selection& s) { return s.family != nullptr ? s.family->name : "(none)"; }
+
+TEST(KvCacheValidation, PagedDecodeIsValid) {
+  const Check c = validate_params(paged_decode());
+  EXPECT_TRUE(c.ok()) << c.message;
+}
+
+TEST(KvCacheValidation, RefusesBadFields) {
+  struct Bad {
+    const char* what;
+    void (*edit)(evosdpa_params_t&);
+    const char* says;
+  };
+  const Bad bad[] = {
+      {"page size 24", [](evosdpa_params_t& p) { p.page_size = 24; }, "multiple of 16"},
+      {"page size 0", [](evosdpa_params_t& p) { p.page_size = 0; }, "multiple of 16"},
+      {"no pages", [](evosdpa_params_t& p) { p.num_pages = 0; }, "num_pages is 0"},
+      {"negative pages", [](evosdpa_params_t& p) { p.num_pages = -1; }, "num_pages"},
+      {"table rows overlap", [](evosdpa_params_t& p) { p.page_table_batch_stride = 15; }, "page_table_batch_stride"},
+      {"paging fields without a table", [](evosdpa_params_t& p) { p.page_table = nullptr; }, "page_table is a null"},
+      {"misaligned seqused_k", [](evosdpa_params_t& p) { p.seqused_k = reinterpret_cast<const int32_t*>(uintptr_t{0x50000002}); }, "seqused_k"},
+      {"misaligned table", [](evosdpa_params_t& p) { p.page_table = reinterpret_cast<const int32_t*>(uintptr_t{0x60000001}); }, "page_table"},
+      {"negative splits", [](evosdpa_params_t& p) { p.num_splits = -2; }, "num_splits"},
+      {"o over the table", [](evosdpa_params_t& p) { p.o = reinterpret_cast<void*>(uintptr_t{0x60000000}); }, "page_table"},
+      {"lse over seqused_k", [](evosdpa_params_t& p) { p.lse = reinterpret_cast<float*>(uintptr_t{0x50000008}); }, "seqused_k"},
+  };
+  for (const Bad& b : bad) {
+    evosdpa_params_t p = paged_decode();
+    b.edit(p);
+    const Check c = validate_params(p);
+    EXPECT_EQ(c.status, EVOSDPA_ERROR_INVALID_ARGUMENT) << b.what << ": " << c.message;
+    EXPECT_NE(c.message.find(b.says), std::string::npos) << b.what << ": " << c.message;
+  }
+}
+
+TEST(KvCacheValidation, PagedKAndVAreCheckedAsTheirPages) {
+  // The cache's extent is num_pages pages: its strides are checked over them, not over batch x seqlen_k.
+  evosdpa_params_t p = paged_decode();
+  const std::array<TensorView, 4> ts = tensors(p);
+  EXPECT_EQ(ts[1].sizes[0], 64);
+  EXPECT_EQ(ts[1].sizes[2], 16);
+  p.k_seq_stride = 1;  // rows of a page overlap: harmless for an input, but must be 16-byte rows for splitkv
+  Selection s = select_kernel(p, device(9, 0), "splitkv_sm80");
+  EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << s.check.message;
+}
+
+TEST(KvCacheValidation, BackwardRefusesACache) {
+  evosdpa_params_t p = paged_decode();
+  p.dout = p.q;
+  p.dq = reinterpret_cast<void*>(uintptr_t{0x70000000});
+  const Check c = validate_backward_params(p);
+  EXPECT_EQ(c.status, EVOSDPA_ERROR_NOT_SUPPORTED) << c.message;
+  EXPECT_NE(c.message.find("forward-only"), std::string::npos) << c.message;
+}
+
+TEST(KvCacheSelection, AutoTakesSplitKvAndOthersRefuseByName) {
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
+    const evosdpa_params_t p = paged_decode();
+    EXPECT_EQ(name_of(select_kernel(p, dev, "auto")), "splitkv_sm80");
+    EXPECT_EQ(name_of(select_kernel(p, dev, "reference")), "reference");
+    for (const char* other : {"mma_sm80", "wgmma_sm90"}) {
+      if (std::string(other) == "wgmma_sm90" && dev.cc_major != 9) continue;  // refuses the device first
+      const Selection s = select_kernel(p, dev, other);
+      EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << other;
+      EXPECT_NE(s.check.message.find("page_table"), std::string::npos) << s.check.message;
+    }
+    evosdpa_params_t seqused_only = valid_params(2, 8, 1, 512, 64);
+    seqused_only.seqused_k = kSeqused;
+    EXPECT_EQ(name_of(select_kernel(seqused_only, dev, "auto")), "splitkv_sm80");
+    EXPECT_NE(select_kernel(seqused_only, dev, "mma_sm80").check.message.find("seqused_k"), std::string::npos);
+  }
+}
+
+TEST(KvCacheSelection, DecodeShapesGoToSplitKvPrefillDoesNot) {
+  const DeviceInfo h100 = device(9, 0);
+  evosdpa_params_t decode = valid_params(8, 32, 1, 8192, 128);
+  decode.heads_kv = 8;
+  evosdpa_params_set_bhsd_strides(&decode);
+  EXPECT_EQ(name_of(select_kernel(decode, h100, "auto")), "splitkv_sm80");
+  const evosdpa_params_t prefill = valid_params(2, 16, 4096, 4096, 128);
+  EXPECT_NE(name_of(select_kernel(prefill, h100, "auto")), "splitkv_sm80");
+}
+
+TEST(KvCacheSelection, OnlySplitKvSplits) {
+  evosdpa_params_t p = valid_params(1, 8, 1, 4096, 64);
+  p.num_splits = 3;
+  EXPECT_EQ(name_of(select_kernel(p, device(9, 0), "auto")), "splitkv_sm80");
+  for (const char* other : {"mma_sm80", "wgmma_sm90", "reference"}) {
+    const Selection s = select_kernel(p, device(9, 0), other);
+    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << other;
+    EXPECT_NE(s.check.message.find("num_splits"), std::string::npos) << s.check.message;
+  }
+}
+
+TEST(SplitKvSplits, HeuristicFillsTheGpuOnlyWhenTheGridDoesNot) {
+  using splitkv::choose_splits;
+  // B=1, 8 K/V heads, Lq=1 against 128k keys (2048 tiles of 64) on 132 SMs holding 2 blocks each: the 8
+  // blocks are split until the grid is near a whole wave.
+  const int s = choose_splits(8, 2048, 264);
+  EXPECT_GE(8 * s, 0.85 * 264) << s;
+  EXPECT_LE(8 * s, 264) << s;
+  EXPECT_EQ(choose_splits(8 * 32, 2048, 264), 1);  // 80% of a wave already
+  EXPECT_EQ(choose_splits(8, 1, 264), 1);          // one key tile: nothing to split
+  EXPECT_LE(choose_splits(1, 100000, 264), splitkv::kMaxSplits);
+  EXPECT_LE(choose_splits(1, 5, 264), 5);  // never more parts than key tiles
+}
+
+TEST(SplitKvSplits, WithinTheWorkspaceGiven) {
+  const DeviceInfo h100 = [] {
+    DeviceInfo d = device(9, 0);
+    d.sm_count = 132;
+    return d;
+  }();
+  evosdpa_params_t p = valid_params(1, 32, 1, 131072, 128);
+  p.heads_kv = 8;
+  evosdpa_params_set_bhsd_strides(&p);
+  const long long rows = 32, per_split = rows * (128 + 1) * 4;
+  // No workspace: no split, nothing needed.
+  Selection s = select_kernel(p, h100, "splitkv_sm80");
+  ASSERT_TRUE(s.check.ok()) << s.check.message;
+  EXPECT_EQ(s.splits, 1);
+  EXPECT_EQ(s.workspace_bytes, 0u);
+  // Room for 5 parts: 5.
+  p.workspace_size = 5 * per_split + 7;
+  s = select_kernel(p, h100, "splitkv_sm80");
+  EXPECT_EQ(s.splits, 5);
+  EXPECT_EQ(s.workspace_bytes, static_cast<size_t>(5 * per_split));
+  // Unlimited: the heuristic's count, more than 5 here.
+  p.workspace_size = SIZE_MAX;
+  s = select_kernel(p, h100, "splitkv_sm80");
+  EXPECT_GT(s.splits, 5);
+  EXPECT_EQ(s.workspace_bytes, static_cast<size_t>(s.splits * per_split));
+  // A fixed count is taken as given (capped at the key tiles), whatever the workspace; the call then
+  // checks that the workspace holds it.
+  p.workspace_size = 0;
+  p.num_splits = 3;
+  s = select_kernel(p, h100, "splitkv_sm80");
+  EXPECT_EQ(s.splits, 3);
+  EXPECT_EQ(s.workspace_bytes, static_cast<size_t>(3 * per_split));
+  p.num_splits = 1000000;
+  p.seqlen_k = 200;  // 4 tiles of 64 keys
+  evosdpa_params_set_bhsd_strides(&p);
+  s = select_kernel(p, h100, "splitkv_sm80");
+  EXPECT_EQ(s.splits, 4);
+}
+
+TEST(SplitKvSplits, ForwardWorkspaceRules) {
+  evosdpa_params_t p = valid_params(1, 4, 1, 1000, 64);
+  EXPECT_TRUE(check_forward_workspace(p, 0).ok());
+  EXPECT_EQ(check_forward_workspace(p, 1024).status, EVOSDPA_ERROR_INVALID_ARGUMENT);  // size 0
+  p.workspace_size = 1024;
+  EXPECT_NE(check_forward_workspace(p, 1024).message.find("null"), std::string::npos);
+  p.workspace = reinterpret_cast<void*>(uintptr_t{0x80000008});
+  EXPECT_NE(check_forward_workspace(p, 1024).message.find("aligned"), std::string::npos);
+  p.workspace = const_cast<void*>(p.k);
+  EXPECT_NE(check_forward_workspace(p, 1024).message.find("overlaps k"), std::string::npos);
+  p.workspace = reinterpret_cast<void*>(uintptr_t{0x80000000});
+  EXPECT_TRUE(check_forward_workspace(p, 1024).ok());
+}
+
+}  // namespace
