@@ -203,13 +203,27 @@ Launcher then(Launcher a, Launcher b) {
   };
 }
 
+// The forward with the workspace the library asks for (its key splits; none for most kernels), sized
+// and allocated once, as a caller would.
 Runner forward_runner(const BenchShape& s, const Buffers& probe, const std::string& kernel) {
-  const auto sup = evosdpa::supports(make_params(s, probe), kernel);
+  size_t bytes = 0;
+  const auto size = evosdpa::forward_workspace_size(make_params(s, probe), bytes, kernel);
+  if (!size.ok()) return cannot_run(size.message);
+  void* raw = nullptr;
+  if (bytes > 0) CHECK_CUDA(cudaMalloc(&raw, bytes));
+  const std::shared_ptr<void> workspace(raw, [](void* p) { cudaFree(p); });
+  const auto with_workspace = [&s, workspace, bytes](const Buffers& b) {
+    evosdpa_params_t p = make_params(s, b);
+    p.workspace = workspace.get();
+    p.workspace_size = bytes;
+    return p;
+  };
+  const auto sup = evosdpa::supports(with_workspace(probe), kernel);
   if (!sup.ok()) return cannot_run(sup.message);
   Runner r;
   r.ran = sup.kernel;
-  r.launch = [&s, kernel](const Buffers& b, cudaStream_t st) {
-    const auto res = evosdpa::attention_forward(make_params(s, b), st, kernel);
+  r.launch = [with_workspace, kernel](const Buffers& b, cudaStream_t st) {
+    const auto res = evosdpa::attention_forward(with_workspace(b), st, kernel);
     return res.ok() ? std::string() : res.message;
   };
   return r;

@@ -12,14 +12,16 @@
 #   bwd-deterministic   evosdpa's and cuDNN direct's backward, deterministic (one evosdpa-bench run per dtype)
 #   bwd-fast            the same in the fast mode
 #   bwd-peers           PyTorch's flash and cudnn backwards
+#   decode              decoding against a KV cache, dense and paged, beside PyTorch SDPA (bench/decode_bench.py,
+#                       through the Python package in python/ and BUILD_DIR's libevosdpa.so)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/benchmarks.sh OUT_DIR [BUILD_DIR] [all|fwd|bwd|bwd-deterministic|bwd-fast|bwd-peers]"
+usage="usage: scripts/benchmarks.sh OUT_DIR [BUILD_DIR] [all|fwd|bwd|bwd-deterministic|bwd-fast|bwd-peers|decode]"
 out=${1:?$usage}
 build=${2:-build}
 part=${3:-all}
 case $part in
-  all | fwd | bwd | bwd-deterministic | bwd-fast | bwd-peers) ;;
+  all | fwd | bwd | bwd-deterministic | bwd-fast | bwd-peers | decode) ;;
   *) echo "unknown part '$part'; $usage" >&2; exit 2 ;;
 esac
 mkdir -p "$out"
@@ -67,13 +69,26 @@ run_bwd_peers() {
   python3 bench/torch_peers.py --grid fa3 --dtype both --pass bwd --iters 30 --json "$out/peers-fa3-bwd.json"
 }
 
+# evosdpa.attention_with_kvcache from this tree (python/) on BUILD_DIR's library, fp16 and bf16. A point that
+# fails its check (decode_bench.py exits 1) is marked in the table; a run that writes no JSON stops the script.
+run_decode() {
+  local json="$out/decode.json"
+  rm -f "$json"
+  PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" \
+    EVOSDPA_LIBRARY="${EVOSDPA_LIBRARY:-$(cd "$build" && pwd)/libevosdpa.so}" \
+    python3 bench/decode_bench.py --grid full --dtype both --json "$json" ||
+    echo "note: decode points failed their check or did not run: see the decode table"
+  [ -s "$json" ] || { echo "the decode run wrote no results: $json" >&2; exit 1; }
+}
+
 case $part in
-  all) run_fwd; run_bwd deterministic; run_bwd fast; run_bwd_peers ;;
+  all) run_fwd; run_bwd deterministic; run_bwd fast; run_bwd_peers; run_decode ;;
   fwd) run_fwd ;;
   bwd) run_bwd deterministic; run_bwd fast; run_bwd_peers ;;
   bwd-deterministic) run_bwd deterministic ;;
   bwd-fast) run_bwd fast ;;
   bwd-peers) run_bwd_peers ;;
+  decode) run_decode ;;
 esac
 python3 bench/make_benchmarks_md.py "$out" --out "$out/benchmarks.md" --plot "$out/benchmarks.png"
 echo "results in $out; copy benchmarks.md and benchmarks.png into docs/"

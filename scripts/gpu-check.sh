@@ -41,6 +41,10 @@ small+=':Rows/WgmmaRow.*odd_fp16_b1h2x2_q129k129_d64_topleft_bhsd_m*:Rows/WgmmaR
 # bottom-right (rows with no key), a padded layout, and Lq = 0 / Lk = 0.
 small+=':All/BackwardVsCpu.*odd_fp16_b1h2x2_q129k129_d64_topleft*:All/BackwardVsCpu.*lqlk_bf16_b1h2x2_q300k100_d128_bottomright*'
 small+=':All/BackwardVsCpu.*gqa_fp16*d128*:All/BackwardVsCpu.*layout_bf16_b2h4x4_q333k271_d64_full_padded*:All/BackwardEdges.*'
+# KV caches (splitkv_sm80 and the reference): paged with odd pages and rows past a group, a page index out of
+# range, per-sequence lengths 0 and 1 with fixed splits (the merge), and 128 packed rows over 2 splits.
+small+=':All/KvCache.*paged48_odd_tl*:All/KvCache.*invalid_page_splitkv*:All/KvCache.*seqused_0_1_77_1000_br_splitkv*'
+small+=':All/KvCache.*rows128_splits2_splitkv*:All/KernelVsCpu.*splitkv_sm80_odd_fp16_b1h2x2_q129k129_d64_topleft*'
 declare -A san_rc san_errors
 for tool in memcheck racecheck synccheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 99 "$tests" --gtest_filter="$small" --gtest_brief=1 \

@@ -5,24 +5,28 @@
     out = evosdpa.scaled_dot_product_attention(q, k, v, is_causal=True)  # PyTorch's signature, (..., L, E)
     out.sum().backward()                                                 # dq, dk, dv: the fused backward
     q8, qd = evosdpa.quantize_fp8(q)                                     # FP8 (E4M3) and its descale
+    out = evosdpa.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens,  # decoding: a KV cache,
+                                         block_table=pages, causal=True)           # dense or paged
 
 Both functions are differentiable (fp16/bf16 inputs): evosdpa.attention(..., deterministic=True), the
 default, gives bitwise repeatable gradients, deterministic=False a faster dQ summed with atomics.
+attention_with_kvcache (inference only: no backward pass) reads a KV cache with per-sequence lengths,
+dense or paged, with split-KV decoding.
 
-`import evosdpa` needs neither PyTorch nor a GPU. The `torch.ops.evosdpa.attention_fwd` and
-`attention_bwd` custom ops are registered at import when PyTorch is already imported, else when a tensor
-function is first looked up (which imports PyTorch).
+`import evosdpa` needs neither PyTorch nor a GPU. The `torch.ops.evosdpa.attention_fwd`,
+`attention_bwd` and `attention_kvcache` custom ops are registered at import when PyTorch is already
+imported, else when a tensor function is first looked up (which imports PyTorch).
 """
 import sys
 
 from ._lib import EvosdpaError, kernel_names, library_path
 from ._lib import version as library_version
 
-__version__ = "0.4.0"
-__all__ = ["attention", "scaled_dot_product_attention", "quantize_fp8", "kernel_names", "library_path",
-           "library_version", "EvosdpaError"]
+__version__ = "0.5.0"
+__all__ = ["attention", "scaled_dot_product_attention", "attention_with_kvcache", "quantize_fp8", "kernel_names",
+           "library_path", "library_version", "EvosdpaError"]
 
-_TORCH_API = ("attention", "scaled_dot_product_attention", "quantize_fp8")
+_TORCH_API = ("attention", "scaled_dot_product_attention", "attention_with_kvcache", "quantize_fp8")
 
 
 def __getattr__(name):

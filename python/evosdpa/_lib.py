@@ -9,9 +9,10 @@ The Params mirror follows the header's ABI rule: it starts with struct_size, is 
 evosdpa_params_init_sized() with the mirror's own size, and the library then knows which fields this
 binding has. At import the mirror is checked against the library (see _check_mirror).
 
-The backward pass (C ABI 0.4) is bound where the library has it: a library built before 0.4 still imports
-and runs the forward (it accepts this larger mirror while the backward fields stay zero), and the backward
-functions below raise RuntimeError naming the library when it lacks them.
+The backward pass (C ABI 0.4) and the forward's workspace query (0.5, for the KV cache's split-KV
+partials) are bound where the library has them: an older library still imports and runs the dense forward
+(it accepts this larger mirror while the fields it lacks stay zero), and the functions below that need a
+newer one raise RuntimeError naming the library and the C ABI version that added what is missing.
 """
 import ctypes
 import math
@@ -24,7 +25,7 @@ CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 BACKWARD_DETERMINISTIC, BACKWARD_FAST = 0, 1
 
 # The evosdpa.h whose evosdpa_params_t the Params mirror below copies.
-HEADER_VERSION = "0.4.0"
+HEADER_VERSION = "0.5.0"
 
 
 class Params(ctypes.Structure):
@@ -54,6 +55,13 @@ class Params(ctypes.Structure):
         ("dv_batch_stride", c_int64), ("dv_head_stride", c_int64), ("dv_seq_stride", c_int64),
         ("workspace", c_void_p), ("workspace_size", c_size_t),
         ("backward_mode", c_int),  # BACKWARD_DETERMINISTIC (0, the default) or BACKWARD_FAST
+        # 0.5: a KV cache (evosdpa.h "Serving"): per-sequence key counts, a page table, forward key splits
+        ("seqused_k", c_void_p),   # NULL or device int32 [batch]
+        ("page_table", c_void_p),  # NULL (K, V dense) or device int32 [batch, >= ceil(seqlen_k / page_size)]
+        ("page_table_batch_stride", c_int64),  # in int32s
+        ("page_size", c_int64),    # keys per page (a multiple of 16) with a page table, else 0
+        ("num_pages", c_int64),    # pages K and V point to, with a page table, else 0
+        ("num_splits", c_int64),   # 0 the library's choice, 1 none, N > 1 exactly N
     ]
 
 
@@ -85,6 +93,16 @@ _BACKWARD_SIGNATURES = {
     "evosdpa_supports_backward": ([ctypes.POINTER(Params), c_char_p, ctypes.POINTER(c_char_p)], c_int),
 }
 
+# Since 0.5, bound when present, likewise: the forward's workspace (split-KV partials of a KV cache).
+_SERVING_SIGNATURES = {
+    "evosdpa_forward_workspace_size": ([ctypes.POINTER(Params), c_char_p, ctypes.POINTER(c_size_t)], c_int),
+}
+
+# What each optional function belongs to and the C ABI version that added it, for the RuntimeError a call
+# raises when the library lacks it.
+_OPTIONAL_SINCE = {**{name: ("no backward pass", "0.4.0") for name in _BACKWARD_SIGNATURES},
+                   **{name: ("no KV-cache forward", "0.5.0") for name in _SERVING_SIGNATURES}}
+
 
 def _load():
     path = library_path()
@@ -109,7 +127,7 @@ def _bind(lib, path):
     for name, (argtypes, restype) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = argtypes, restype
-    for name, (argtypes, restype) in _BACKWARD_SIGNATURES.items():
+    for name, (argtypes, restype) in {**_BACKWARD_SIGNATURES, **_SERVING_SIGNATURES}.items():
         if hasattr(lib, name):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = argtypes, restype
@@ -140,7 +158,7 @@ def _check_mirror(lib, path):
                           "so the library and the binding come from one source tree")
     if (p.struct_size != size or p.dtype != DTYPE_FLOAT16 or p.causal != CAUSAL_NONE
             or not math.isnan(p.softmax_scale) or p.batch != 0 or p.o_seq_stride != 0
-            or p.backward_mode != BACKWARD_DETERMINISTIC):
+            or p.backward_mode != BACKWARD_DETERMINISTIC or p.num_splits != 0):
         raise ImportError(f"{what} initialises it differently (struct_size {p.struct_size}, dtype {p.dtype}, "
                           f"softmax_scale {p.softmax_scale}, causal {p.causal}): the struct layouts differ; "
                           "rebuild and reinstall the package (`pip install .`) from one source tree")
@@ -218,26 +236,27 @@ def kernel_names():
     return [_lib.evosdpa_kernel_name(i).decode() for i in range(_lib.evosdpa_kernel_count())]
 
 
-def _backward_entry(name):
-    """The library's backward function `name`; RuntimeError when the library predates the backward pass."""
+def _optional_entry(name):
+    """The library's function `name` (one of _OPTIONAL_SINCE); RuntimeError when the library predates it."""
     if not hasattr(_lib, name):
-        raise RuntimeError(f"evosdpa: the library at {library_path()} (version {version()}) has no backward pass "
-                           f"({name} is missing; C ABI 0.4.0 added it); rebuild and reinstall the package "
-                           "(`pip install .`) or point EVOSDPA_LIBRARY at a build of evosdpa 0.4.0 or newer")
+        what, since = _OPTIONAL_SINCE[name]
+        raise RuntimeError(f"evosdpa: the library at {library_path()} (version {version()}) has {what} "
+                           f"({name} is missing; C ABI {since} added it); rebuild and reinstall the package "
+                           f"(`pip install .`) or point EVOSDPA_LIBRARY at a build of evosdpa {since} or newer")
     return getattr(_lib, name)
 
 
 def backward_workspace_size(params, kernel):
     """(status code, message, bytes of device workspace backward() needs for these params and kernel)."""
     size = c_size_t(0)
-    fn = _backward_entry("evosdpa_backward_workspace_size")
+    fn = _optional_entry("evosdpa_backward_workspace_size")
     code = fn(ctypes.byref(params), kernel.encode() if kernel else None, ctypes.byref(size))
     return code, (last_error() if code != SUCCESS else ""), size.value
 
 
 def backward(params, kernel, stream):
     """Launch the backward pass (dq, dk, dv from q, k, v, o, lse and dout); returns (status code, message)."""
-    fn = _backward_entry("evosdpa_attention_backward")
+    fn = _optional_entry("evosdpa_attention_backward")
     code = fn(ctypes.byref(params), kernel.encode() if kernel else None, c_void_p(stream))
     return code, (last_error() if code != SUCCESS else "")
 
@@ -245,6 +264,15 @@ def backward(params, kernel, stream):
 def supports_backward(params, kernel=None):
     """(status code, message, name of the kernel whose backward would run or None)."""
     selected = c_char_p()
-    fn = _backward_entry("evosdpa_supports_backward")
+    fn = _optional_entry("evosdpa_supports_backward")
     code = fn(ctypes.byref(params), kernel.encode() if kernel else None, ctypes.byref(selected))
     return code, (last_error() if code != SUCCESS else ""), (selected.value.decode() if selected.value else None)
+
+
+def forward_workspace_size(params, kernel):
+    """(status code, message, bytes of device workspace forward() would use for these params and kernel):
+    0 unless the kernel splits keys through it (split-KV over a KV cache; C ABI 0.5)."""
+    size = c_size_t(0)
+    fn = _optional_entry("evosdpa_forward_workspace_size")
+    code = fn(ctypes.byref(params), kernel.encode() if kernel else None, ctypes.byref(size))
+    return code, (last_error() if code != SUCCESS else ""), size.value

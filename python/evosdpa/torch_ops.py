@@ -1,5 +1,5 @@
-"""PyTorch front end: the `evosdpa::attention_fwd` and `evosdpa::attention_bwd` custom ops and the
-functions users call.
+"""PyTorch front end: the `evosdpa::attention_fwd`, `evosdpa::attention_bwd` and
+`evosdpa::attention_kvcache` custom ops and the functions users call.
 
 The ops are registered with torch.library (real CUDA implementation + fake implementation), so they work
 under torch.compile(fullgraph=True) and inside CUDA-graph capture: outputs (and the backward's workspace)
@@ -21,6 +21,12 @@ FP8 inputs (torch.float8_e4m3fn) carry float32 descales (the real input is store
 FlashAttention-3 and cuDNN): CUDA tensors read by the kernel at run time, of shape () or (1,) (one per
 tensor) or (B, Hkv) (one per batch and K/V head: FlashAttention-3's shape, for q too). quantize_fp8 makes
 them.
+
+A KV cache (C ABI 0.5, evosdpa.h "Serving"): attention_kvcache reads q [B, Lq, Hq, D] against a cache
+that is dense [B, Lk, Hkv, D] or paged [num_pages, page_size, Hkv, D] with an int32 block table, each
+sequence up to its own length (cache_seqlens, device memory, so a CUDA graph replays with new lengths).
+The library's split-KV kernel may split the keys; the op sizes that workspace through
+evosdpa_forward_workspace_size and allocates it with PyTorch. Inference only: its autograd formula raises.
 """
 import math
 import numbers
@@ -42,15 +48,16 @@ _FLOAT32_MAX = 3.4028234663852886e38
 DEFAULT_SCALE = math.nan  # the op's (and the C ABI's) "1/sqrt(head_dim)"
 
 
-def _user_scale(scale) -> float:
-    """scale=None or a finite number (0 allowed) -> the op's float: NaN for None. ValueError otherwise."""
+def _user_scale(scale, name: str = "scale") -> float:
+    """scale=None or a finite number (0 allowed) -> the op's float: NaN for None. ValueError otherwise;
+    `name` is the argument the messages name."""
     if scale is None:
         return DEFAULT_SCALE
     if isinstance(scale, bool) or not isinstance(scale, (numbers.Real, torch.SymFloat, torch.SymInt)):
-        raise TypeError(f"evosdpa: scale must be a float or None, got {type(scale).__name__}")
+        raise TypeError(f"evosdpa: {name} must be a float or None, got {type(scale).__name__}")
     scale = float(scale)
     if scale != scale or abs(scale) > _FLOAT32_MAX:
-        raise ValueError(f"evosdpa: scale must be None or a finite float32 value (0 allowed), got {scale}")
+        raise ValueError(f"evosdpa: {name} must be None or a finite float32 value (0 allowed), got {scale}")
     return scale
 
 
@@ -400,6 +407,246 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, op_scale, bool(needs_lse), layout,
                                                kernel or "auto", *descales, out_dtype, bool(deterministic))
     return (out, lse) if return_lse else out
+
+
+# ---- A KV cache (C ABI 0.5): dense or paged, per-sequence lengths, split-KV ---------------------------
+
+_KV_DTYPES = (torch.float16, torch.bfloat16)
+_PAGE_MULTIPLE = 16  # the C ABI's rule: every 16 aligned keys share a page
+
+
+def _kvcache_seqlen_k(k_cache, block_table):
+    """The keys a sequence may have: the dense cache's Lk, or max_blocks * page_size with a block table."""
+    return k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
+
+
+def _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits) -> None:
+    """Raise TypeError/ValueError naming the bad argument; shared by attention_with_kvcache, the op and its
+    fake implementation. Devices are checked last, so everything else can be tested on meta tensors."""
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"evosdpa: {name} must be a torch.Tensor, got {type(t).__name__}")
+    for name, t in (("cache_seqlens", cache_seqlens), ("block_table", block_table)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"evosdpa: {name} must be a torch.Tensor or None, got {type(t).__name__}")
+    paged = block_table is not None
+    cache_shape = "[num_pages, page_size, Hkv, D] (paged: block_table given)" if paged else "[B, Lk, Hkv, D]"
+    if q.dim() != 4:
+        raise ValueError(f"evosdpa: q must be 4-D [B, Lq, Hq, D], got shape {tuple(q.shape)}")
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.dim() != 4:
+            raise ValueError(f"evosdpa: {name} must be 4-D {cache_shape}, got shape {tuple(t.shape)}")
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.dtype not in _KV_DTYPES:
+            raise TypeError(f"evosdpa: {name} has dtype {t.dtype}; supported with a KV cache: torch.float16, "
+                            "torch.bfloat16")
+    if not (q.dtype == k_cache.dtype == v_cache.dtype):
+        raise TypeError(f"evosdpa: q, k_cache, v_cache must share a dtype, got {q.dtype}, {k_cache.dtype}, "
+                        f"{v_cache.dtype}")
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"evosdpa: k_cache and v_cache shapes differ: {tuple(k_cache.shape)} and "
+                         f"{tuple(v_cache.shape)}")
+    b, _, hq, d = q.shape
+    _, _, hk, dk = k_cache.shape
+    if d != dk:
+        raise ValueError(f"evosdpa: head_dim differs: q {d}, k_cache and v_cache {dk}")
+    if d not in _HEAD_DIMS:
+        raise ValueError(f"evosdpa: head_dim {d} is not supported (supported: 64, 128)")
+    if hk == 0 or hq % hk != 0:
+        raise ValueError(f"evosdpa: q heads ({hq}) must be a multiple of k_cache/v_cache heads ({hk})")
+    if paged:
+        if block_table.dtype != torch.int32:
+            raise TypeError(f"evosdpa: block_table must be int32, got {block_table.dtype}")
+        if block_table.dim() != 2:
+            raise ValueError(f"evosdpa: block_table must be 2-D [B, max_blocks], got shape {tuple(block_table.shape)}")
+        if block_table.shape[0] != b:
+            raise ValueError(f"evosdpa: block_table has {block_table.shape[0]} rows, q's batch is {b}")
+        page_size = k_cache.shape[1]
+        if page_size == 0 or page_size % _PAGE_MULTIPLE != 0:
+            raise ValueError(f"evosdpa: the page size (k_cache.shape[1] with a block_table) must be a positive "
+                             f"multiple of {_PAGE_MULTIPLE}, got {page_size}")
+        if block_table.stride(-1) != 1 and block_table.shape[-1] > 1:
+            raise ValueError(f"evosdpa: block_table must have a contiguous last dimension (stride 1), got strides "
+                             f"{tuple(block_table.stride())}")
+        if b > 1 and block_table.stride(0) < block_table.shape[1]:
+            raise ValueError(f"evosdpa: block_table's rows overlap (strides {tuple(block_table.stride())} for shape "
+                             f"{tuple(block_table.shape)}); pass a contiguous block_table")
+    elif k_cache.shape[0] != b:
+        raise ValueError(f"evosdpa: k_cache has batch {k_cache.shape[0]}, q {b} (a dense cache is [B, Lk, Hkv, D]; "
+                         "a paged one needs block_table)")
+    if cache_seqlens is not None:
+        if cache_seqlens.dtype != torch.int32:
+            raise TypeError(f"evosdpa: cache_seqlens must be int32, got {cache_seqlens.dtype}")
+        if tuple(cache_seqlens.shape) != (b,):
+            raise ValueError(f"evosdpa: cache_seqlens must have shape (B,) = ({b},), got {tuple(cache_seqlens.shape)}")
+        if b > 1 and cache_seqlens.stride(0) != 1:
+            raise ValueError(f"evosdpa: cache_seqlens must be contiguous, got stride {cache_seqlens.stride(0)}")
+    if num_splits < 0:
+        raise ValueError(f"evosdpa: num_splits must be >= 0 (0: the library's choice, 1: no split), got {num_splits}")
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.stride(-1) != 1 and t.shape[-1] > 1:
+            raise ValueError(f"evosdpa: {name} must have a contiguous last dimension (stride 1), "
+                             f"got strides {tuple(t.stride())}")
+    named = [("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("cache_seqlens", cache_seqlens),
+             ("block_table", block_table)]
+    named = [(name, t) for name, t in named if t is not None]
+    for name, t in named:
+        if t.device.type != "cuda":
+            raise ValueError(f"evosdpa: {name} is on {t.device}; evosdpa needs CUDA tensors")
+    if len({t.device for _, t in named}) != 1:
+        raise ValueError("evosdpa: q, k_cache, v_cache, cache_seqlens and block_table must be on one device, got "
+                         + ", ".join(f"{name} on {t.device}" for name, t in named))
+
+
+def _kvcache_outputs(q, return_lse: bool, like):
+    """O (q's shape, contiguous [B, Lq, Hq, D]) and lse (float32 [B, Hq, Lq], or empty): made by `like`
+    (torch.empty for the real op, q.new_empty for the fake one)."""
+    b, lq, hq, _ = q.shape
+    out = like(q.shape, dtype=q.dtype)
+    lse = like((b, hq, lq) if return_lse else (0,), dtype=torch.float32)
+    return out, lse
+
+
+@torch.library.custom_op("evosdpa::attention_kvcache", mutates_args=())
+def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                      cache_seqlens: Optional[torch.Tensor], block_table: Optional[torch.Tensor], causal: int,
+                      scale: float, num_splits: int, return_lse: bool,
+                      kernel: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The KV-cache op: (O, lse), lse empty unless return_lse. q [B, Lq, Hq, D]; k_cache, v_cache dense
+    [B, Lk, Hkv, D], or paged [num_pages, page_size, Hkv, D] with block_table int32 [B, max_blocks] (stride 1
+    in its last dimension); cache_seqlens None or int32 [B] (contiguous): keys per sequence, device memory
+    read by the kernel (values outside [0, seqlen_k] are clamped into it). causal: the C ABI's code
+    (CAUSAL_BOTTOM_RIGHT aligns each sequence's queries with its own last key). scale as in attention_fwd.
+    num_splits: 0 the library's choice, 1 none, N > 1 exactly N (split-KV kernel only). Not differentiable:
+    its autograd formula raises NotImplementedError."""
+    _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
+    _check_op_scale(scale)
+    out, lse = _kvcache_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
+    p = _lib.new_params()
+    # [B, L, H, D] for q, O and a dense cache; [num_pages, page_size, H, D] for a paged one, whose batch
+    # stride is then the stride between pages (evosdpa.h "Serving").
+    _set_pointers_and_strides(p, "bshd", q=q, k=k_cache, v=v_cache, o=out)
+    p.lse = lse.data_ptr() if return_lse else None
+    p.dtype = _DTYPES[q.dtype]
+    b, lq, hq, d = q.shape
+    p.batch, p.heads_q, p.heads_kv, p.head_dim = b, hq, k_cache.shape[2], d
+    p.seqlen_q, p.seqlen_k = lq, _kvcache_seqlen_k(k_cache, block_table)
+    if block_table is not None:
+        p.page_table = block_table.data_ptr()
+        # One row: its stride is never used, so any (an unsqueezed view's, say) is as good as the row length.
+        p.page_table_batch_stride = block_table.stride(0) if b > 1 else block_table.shape[1]
+        p.page_size, p.num_pages = k_cache.shape[1], k_cache.shape[0]
+    p.seqused_k = None if cache_seqlens is None else cache_seqlens.data_ptr()
+    p.softmax_scale = scale
+    p.causal = causal
+    p.num_splits = num_splits
+    with torch.cuda.device(q.device):  # the library sizes the workspace for the current device
+        code, message, size = _lib.forward_workspace_size(p, kernel)
+        _raise_on_failure(code, message)
+        # Split-KV partials, from PyTorch's caching allocator on the current stream (capturable in a CUDA
+        # graph); its blocks are 512-byte aligned, above the 16 bytes the ABI needs.
+        workspace = torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
+        if workspace is not None:
+            p.workspace, p.workspace_size = workspace.data_ptr(), size
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _raise_on_failure(*_lib.forward(p, kernel, stream))
+    return out, lse
+
+
+@attention_kvcache.register_fake
+def _attention_kvcache_fake(q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, num_splits, return_lse,
+                            kernel):
+    _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
+    _check_op_scale(scale)
+    return _kvcache_outputs(q, return_lse, q.new_empty)
+
+
+def _attention_kvcache_setup_context(ctx, inputs, output):
+    ctx.mark_non_differentiable(output[1])
+
+
+def _attention_kvcache_backward(ctx, grad_out, _grad_lse):
+    raise NotImplementedError("evosdpa: attention_with_kvcache has no backward pass (a KV cache serves inference); "
+                              "call it under torch.no_grad() or torch.inference_mode(), or train with "
+                              "evosdpa.attention")
+
+
+# Registered so that a gradient through the op is a clear error rather than PyTorch's warning and a
+# silently missing gradient.
+torch.library.register_autograd("evosdpa::attention_kvcache", _attention_kvcache_backward,
+                                setup_context=_attention_kvcache_setup_context)
+
+
+def _rows_apart(table):
+    """block_table with rows that do not overlap (an expanded table is copied), last dimension stride 1."""
+    table = _contiguous_last_dim(table)
+    if (isinstance(table, torch.Tensor) and table.dim() == 2 and table.shape[0] > 1
+            and table.stride(0) < table.shape[1]):
+        return table.contiguous()
+    return table
+
+
+def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens=None,
+                           block_table: Optional[torch.Tensor] = None, softmax_scale: Optional[float] = None,
+                           causal: bool = False, num_splits: int = 0, return_softmax_lse: bool = False,
+                           kernel: Optional[str] = None):
+    """Attention of new queries against a KV cache, dense or paged (FlashAttention's flash_attn_with_kvcache
+    argument names), for decoding and chunked prefill. Inference only: no backward pass
+    (NotImplementedError if a gradient reaches it).
+
+    q: [B, Lq, Hq, D] (FlashAttention's layout), float16 or bfloat16, D 64 or 128.
+    k_cache, v_cache: q's dtype, Hq a multiple of Hkv; either
+      dense [B, Lk, Hkv, D], or
+      paged [num_pages, page_size, Hkv, D] with block_table int32 [B, max_blocks]: key j of sequence b is
+      row j % page_size of page block_table[b, j // page_size]. page_size a multiple of 16 (vLLM's and
+      FlashInfer's 16 included). An entry outside [0, num_pages) is never read: its keys count as masked.
+    cache_seqlens: None (every sequence has all Lk, or max_blocks * page_size, keys), an int (the same
+      length for all), or int32 [B] on q's device: sequence b attends to its keys 0 .. cache_seqlens[b]-1.
+      The tensor is read by the kernel (no host synchronisation: a CUDA graph replays with the lengths then
+      in it); a value outside [0, Lk] (or [0, max_blocks * page_size]) is clamped into it.
+    causal: True aligns the mask bottom-right, per sequence: query i sees key j <= i + cache_seqlens[b] - Lq,
+      i.e. the Lq new tokens are the last ones of each sequence's cache.
+
+    Unlike flash_attn_with_kvcache there are no k=/v= arguments to append new keys and values, nor rotary
+    embeddings: the caller writes the new tokens' K and V into the cache first, and cache_seqlens counts
+    them (the length after appending, where flash_attn_with_kvcache with k=/v= takes the length before).
+
+    softmax_scale: None for 1/sqrt(D), else any finite value (0 included). num_splits: how many parts each
+    sequence's keys are split into for split-KV decoding: 0 (the default) lets the library choose, 1 asks
+    for no split, N > 1 for N (capped at the number of key blocks). kernel: None/"auto" (the split-KV
+    kernel), "splitkv_sm80" or "reference"; other kernels refuse a KV cache.
+
+    A tensor whose last dimension is strided is copied with .contiguous() first (as attention() does);
+    pass stride-1 tensors to avoid the copy, which for a cache is large. Returns O [B, Lq, Hq, D] in q's
+    dtype, or (O, lse) with lse float32 [B, Hq, Lq] when return_softmax_lse. A query that sees no key (an
+    empty sequence, or Lq > cache_seqlens[b] with causal) gets O = 0 and lse = -inf.
+    """
+    op_scale = _user_scale(softmax_scale, "softmax_scale")
+    if kernel is not None and not isinstance(kernel, str):
+        raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
+    if isinstance(num_splits, bool) or not isinstance(num_splits, (numbers.Integral, torch.SymInt)):
+        raise TypeError(f"evosdpa: num_splits must be an int, got {type(num_splits).__name__}")
+    seqlens_int = None
+    if cache_seqlens is not None and not isinstance(cache_seqlens, torch.Tensor):
+        if isinstance(cache_seqlens, bool) or not isinstance(cache_seqlens, (numbers.Integral, torch.SymInt)):
+            raise TypeError("evosdpa: cache_seqlens must be an int, an int32 tensor [B] or None, got "
+                            f"{type(cache_seqlens).__name__}")
+        seqlens_int, cache_seqlens = cache_seqlens, None
+    q, k_cache, v_cache = _contiguous_last_dim(q), _contiguous_last_dim(k_cache), _contiguous_last_dim(v_cache)
+    block_table = _rows_apart(block_table)
+    if isinstance(cache_seqlens, torch.Tensor) and cache_seqlens.dim() == 1 and cache_seqlens.stride(0) != 1:
+        cache_seqlens = cache_seqlens.contiguous()
+    _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
+    if seqlens_int is not None:
+        seqlen_k = _kvcache_seqlen_k(k_cache, block_table)
+        if seqlens_int < 0 or seqlens_int > seqlen_k:
+            raise ValueError(f"evosdpa: cache_seqlens {seqlens_int} is outside [0, {seqlen_k}] (the keys the cache "
+                             "holds per sequence)")
+        cache_seqlens = torch.full((q.shape[0],), seqlens_int, dtype=torch.int32, device=q.device)
+    causal_code = _lib.CAUSAL_BOTTOM_RIGHT if causal else _lib.CAUSAL_NONE
+    out, lse = torch.ops.evosdpa.attention_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, causal_code,
+                                                   op_scale, num_splits, bool(return_softmax_lse), kernel or "auto")
+    return (out, lse) if return_softmax_lse else out
 
 
 def quantize_fp8(x: torch.Tensor, granularity: str = "tensor", *, layout: str = "bhsd",

@@ -12,18 +12,22 @@ from evosdpa import _lib
 
 
 def test_import_and_kernel_names():
-    assert evosdpa.kernel_names() == ["wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"]
+    assert evosdpa.kernel_names() == ["splitkv_sm80", "wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"]
     assert os.path.exists(evosdpa.library_path())
-    assert evosdpa.__version__ == "0.4.0"
+    assert evosdpa.__version__ == "0.5.0"
 
 
 def test_params_struct_matches_the_c_abi():
     # struct_size, 5 pointers, the dtype enum (padded to 8), 6 sizes, 12 strides, the scale and the causal
     # enum; since 0.3 the output dtype (padded to 8), 3 descale pointers and 2 descale strides; since 0.4
-    # 4 gradient pointers, 12 gradient strides, the workspace pointer and size, the backward mode (padded).
+    # 4 gradient pointers, 12 gradient strides, the workspace pointer and size, the backward mode (padded);
+    # since 0.5 the seqused_k and page table pointers, the page table stride, page size, page count, splits.
     assert _lib.Params._fields_[0] == ("struct_size", ctypes.c_size_t)
     assert ctypes.sizeof(_lib.Params) == (8 + 5 * 8 + 8 + 6 * 8 + 12 * 8 + 4 + 4 + 8 + 3 * 8 + 2 * 8
-                                          + 4 * 8 + 12 * 8 + 8 + 8 + 8)
+                                          + 4 * 8 + 12 * 8 + 8 + 8 + 8
+                                          + 2 * 8 + 4 * 8)
+    assert [f for f, _ in _lib.Params._fields_[-6:]] == ["seqused_k", "page_table", "page_table_batch_stride",
+                                                         "page_size", "num_pages", "num_splits"]
     p = _lib.new_params()
     assert p.struct_size == ctypes.sizeof(_lib.Params)
     assert p.q is None and p.lse is None and p.batch == 0 and p.head_dim == 0 and p.o_seq_stride == 0
@@ -33,10 +37,12 @@ def test_params_struct_matches_the_c_abi():
     assert p.descale_batch_stride == 0 and p.descale_head_stride == 0
     assert p.dout is None and p.dv is None and p.workspace is None and p.workspace_size == 0
     assert p.dq_seq_stride == 0 and p.backward_mode == _lib.BACKWARD_DETERMINISTIC
+    assert p.seqused_k is None and p.page_table is None and p.page_table_batch_stride == 0
+    assert p.page_size == 0 and p.num_pages == 0 and p.num_splits == 0
 
 
 def test_version_and_dtype_sizes():
-    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.4.0"
+    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.5.0"
     assert _lib.dtype_size(_lib.DTYPE_FLOAT16) == 2 and _lib.dtype_size(_lib.DTYPE_BFLOAT16) == 2
     assert _lib.dtype_size(_lib.DTYPE_FLOAT8_E4M3) == 1
     assert _lib.dtype_size(7) == 0
@@ -114,7 +120,7 @@ def test_a_mismatched_library_is_an_import_error():
         _lib._bind(_FakeLibrary(other_layout), "/other/libevosdpa.so")
 
     with pytest.raises(ImportError, match=r"\(version 9\.9\.9\) lacks evosdpa_params_init_sized.*predates the C ABI "
-                                          "of evosdpa.h 0.4.0"):
+                                          "of evosdpa.h 0.5.0"):
         _lib._bind(_FakeLibrary(None, drop=("evosdpa_params_init_sized",)), "/v010/libevosdpa.so")
 
 
@@ -135,6 +141,37 @@ def test_a_library_without_the_backward_pass_imports(monkeypatch):
         with pytest.raises(RuntimeError, match=r"\(version 0\.3\.0\) has no backward pass \(evosdpa_\w+ is "
                                                r"missing; C ABI 0\.4\.0 added it\); rebuild"):
             call()
+
+
+def test_a_library_without_the_kv_cache_imports(monkeypatch):
+    # A 0.4 library (backward pass, no forward workspace): binds and runs the forward; the KV cache's
+    # workspace query says why not.
+    def initialises(params, size):
+        p = params._obj
+        ctypes.memset(ctypes.addressof(p), 0, size)
+        p.struct_size, p.softmax_scale = size, math.nan
+        return _lib.SUCCESS
+
+    old = _FakeLibrary(initialises, version=b"0.4.0")
+    for name in _lib._BACKWARD_SIGNATURES:
+        setattr(old, name, lambda *args: _lib.SUCCESS)
+    assert _lib._bind(old, "/v040/libevosdpa.so") is old
+    monkeypatch.setattr(_lib, "_lib", old)
+    p = _lib.new_params()
+    assert _lib.backward(p, "auto", 0) == (_lib.SUCCESS, "")
+    with pytest.raises(RuntimeError, match=r"\(version 0\.4\.0\) has no KV-cache forward "
+                                           r"\(evosdpa_forward_workspace_size is missing; C ABI 0\.5\.0 added it\); "
+                                           r"rebuild .* evosdpa 0\.5\.0 or newer"):
+        _lib.forward_workspace_size(p, None)
+
+
+def test_forward_workspace_size_from_the_c_abi():
+    p = _lib.new_params()
+    p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim = 1, 1, 1, 8, 8, 64
+    code, message, size = _lib.forward_workspace_size(p, "auto")
+    assert code == _lib.INVALID_ARGUMENT and "q is a null pointer" in message and size == 0
+    code, message, size = _lib.forward_workspace_size(p, "warp-speed")
+    assert code == _lib.INVALID_ARGUMENT and 'unknown kernel "warp-speed"' in message and size == 0
 
 
 def test_backward_argument_errors_from_the_c_abi():
