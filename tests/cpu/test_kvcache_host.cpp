@@ -127,15 +127,16 @@ TEST(KvCacheSelection, OnlySplitKvSplits) {
 
 TEST(SplitKvSplits, HeuristicFillsTheGpuOnlyWhenTheGridDoesNot) {
   using splitkv::choose_splits;
-  // B=1, 8 K/V heads, Lq=1 against 128k keys (2048 tiles of 64) on 132 SMs holding 2 blocks each: the 8
-  // blocks are split until the grid is near a whole wave.
-  const int s = choose_splits(8, 2048, 264);
-  EXPECT_GE(8 * s, 0.85 * 264) << s;
-  EXPECT_LE(8 * s, 264) << s;
-  EXPECT_EQ(choose_splits(8 * 32, 2048, 264), 1);  // 80% of a wave already
-  EXPECT_EQ(choose_splits(8, 1, 264), 1);          // one key tile: nothing to split
-  EXPECT_LE(choose_splits(1, 100000, 264), splitkv::kMaxSplits);
-  EXPECT_LE(choose_splits(1, 5, 264), 5);  // never more parts than key tiles
+  // B=1, 8 K/V heads, Lq=1 against 128k keys (2048 tiles of 64) on 132 SMs: the 8 blocks are split
+  // until the grid is near a whole wave of one block per SM (15 parts, 120 blocks).
+  const int s = choose_splits(8, 2048, 132);
+  EXPECT_GE(8 * s, 0.85 * 132) << s;
+  EXPECT_LE(8 * s, 132) << s;
+  EXPECT_EQ(choose_splits(8 * 8, 128, 132), 2);    // B=8, 8k keys: two parts, 128 blocks
+  EXPECT_EQ(choose_splits(8 * 16, 2048, 132), 1);  // 80% of a wave already
+  EXPECT_EQ(choose_splits(8, 1, 132), 1);          // one key tile: nothing to split
+  EXPECT_LE(choose_splits(1, 100000, 132), splitkv::kMaxSplits);
+  EXPECT_LE(choose_splits(1, 5, 132), 5);  // never more parts than key tiles
 }
 
 TEST(SplitKvSplits, WithinTheWorkspaceGiven) {

@@ -69,7 +69,7 @@ constexpr long long base_blocks(long long batch, long long heads_kv, long long s
   return batch * heads_kv * ((seqlen_q * group + kBlockRows - 1) / kBlockRows);
 }
 
-// FlashAttention-2's heuristic (num_splits_heuristic) with the blocks the GPU holds at once as the wave:
+// FlashAttention-2's heuristic (num_splits_heuristic), `slots` blocks to a wave (the SM count):
 // no split when the base grid fills 80% of a wave; else the fewest splits whose wave efficiency (waves /
 // whole waves) is within 85% of the best up to kMaxSplits, counting only split counts that change the
 // keys per part (ceil(key_blocks / s)).
