@@ -88,14 +88,16 @@ Check check_pointers(const evosdpa_params_t& p, const DeviceInfo& dev) {
 
 // Everything up to the launch: normalises the caller's struct into `p`, sets `chosen` to the kernel to
 // run, or `nothing_to_do` for an empty problem. For the workspace query (`workspace_query`) the caller's
-// workspace is not read: selection then answers as if any workspace were given.
+// workspace is not read (Selection::workspace_wanted answers it).
 evosdpa_status_t prepare(const evosdpa_params_t* params, const char* kernel, evosdpa_params_t& p, Selection& chosen,
                          bool& nothing_to_do, bool workspace_query = false) {
   nothing_to_do = false;
   if (Check c = normalize_params(params, p); !c.ok()) return report(c);
-  if (workspace_query) {
+  // The forward reads workspace and workspace_size only for callers of 0.5 headers and later: a 0.4
+  // caller may have set them for the backward, which they then belonged to alone.
+  if (workspace_query || !knows_forward_workspace(params->struct_size)) {
     p.workspace = nullptr;
-    p.workspace_size = std::numeric_limits<size_t>::max();
+    p.workspace_size = 0;
   }
   if (Check c = check_kernel_name(kernel); !c.ok()) return report(c);
   if (Check c = validate_params(p); !c.ok()) return report(c);
@@ -252,7 +254,7 @@ evosdpa_status_t evosdpa_forward_workspace_size(const evosdpa_params_t* params, 
   Selection chosen;
   bool nothing_to_do = false;
   const evosdpa_status_t s = prepare(params, kernel, p, chosen, nothing_to_do, true);
-  if (s == EVOSDPA_SUCCESS && !nothing_to_do) *bytes = chosen.workspace_bytes;
+  if (s == EVOSDPA_SUCCESS && !nothing_to_do) *bytes = chosen.workspace_wanted;
   return s;
 }
 

@@ -36,7 +36,7 @@ Selection try_family(const KernelFamily& f, const evosdpa_params_t& p, const Dev
   // The family's own refusal first: it is more specific, and the runtime probe is then not needed.
   if (s.check.ok()) s.check = check_code_for_device(f, dev);
   if (!s.check.ok()) return {std::move(s.check)};
-  return {{}, &f, s.variant, s.splits, s.workspace_bytes};
+  return {{}, &f, s.variant, s.splits, s.workspace_bytes, s.workspace_wanted};
 }
 
 }  // namespace

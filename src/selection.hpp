@@ -26,7 +26,8 @@ struct Selection {
   const KernelFamily* family = nullptr;  // set when check is ok
   int variant = 0;                       // the family's choice, for its launch
   int splits = 1;                        // key splits through the workspace (FamilySupport::splits)
-  size_t workspace_bytes = 0;            // the forward workspace the family would use (FamilySupport)
+  size_t workspace_bytes = 0;            // the forward workspace this call uses (FamilySupport)
+  size_t workspace_wanted = 0;           // what it would use with any workspace (FamilySupport)
 };
 
 // The single selection function: the kernel name, validation, device generation, then the requested

@@ -96,6 +96,12 @@ std::array<std::pair<const char*, ByteSpan>, 10> forward_spans(const evosdpa_par
 
 // ---- The KV-cache fields (validation_kvcache.cpp) ----
 
+// Whether a caller's struct of `struct_size` bytes comes from a 0.5 header or later (it has num_splits):
+// only such callers' workspace is the forward's too.
+inline constexpr bool knows_forward_workspace(size_t struct_size) {
+  return struct_size >= offsetof(evosdpa_params_t, num_splits) + sizeof(int64_t);
+}
+
 // Whether the call reads a KV cache: per-sequence key counts or a page table (kernels that serve neither
 // refuse such calls).
 bool uses_kv_cache(const evosdpa_params_t& p);

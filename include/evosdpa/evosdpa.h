@@ -195,9 +195,11 @@ typedef struct evosdpa_params {
  *   the GPU. 0 lets the library choose (as many as the workspace holds; none without one), 1 asks for
  *   no split, N > 1 for N (capped at the number of key blocks). Only the split-KV kernel
  *   (splitkv_sm80) splits; other kernels refuse N > 1.
- * workspace, workspace_size: the forward reads them too (since 0.5): device scratch for the split
- *   partials, evosdpa_forward_workspace_size() bytes for the library's choice (0 when it would not
- *   split). With a smaller workspace and num_splits 0 the library splits less (not at all without one).
+ * workspace, workspace_size: the forward reads them too (since 0.5; only from callers whose struct_size
+ *   covers num_splits, so a 0.4 caller's backward workspace is never the forward's): device scratch for
+ *   the split partials, evosdpa_forward_workspace_size() bytes for the library's choice (0 when it would
+ *   not split). With a smaller workspace and num_splits 0 the library splits less (not at all without a
+ *   workspace pointer); num_splits N > 1 needs the workspace for N (INVALID_ARGUMENT otherwise).
  *
  * seqused_k and page_table are served by the kernels "splitkv_sm80" and "reference"; the others refuse
  * them (NOT_SUPPORTED) and "auto" picks splitkv_sm80.

@@ -29,11 +29,13 @@ struct DeviceInfo {
 struct FamilySupport {
   Check check;      // NOT_SUPPORTED with "<family>: <reason>" when the family cannot run the call
   int variant = 0;  // the family's own choice among its instantiations, handed back to launch
-  // Forward key splits through the caller's workspace (splitkv_sm80): the count run within the
-  // workspace given (1: none), and the bytes the family's own choice would use, which
-  // evosdpa_forward_workspace_size reports (the caller's workspace_size not considered).
+  // Forward key splits through the caller's workspace (splitkv_sm80): the count that runs within the
+  // workspace given (1: none; no workspace pointer, no split unless num_splits asks) and the bytes it
+  // uses, which the call checks against the workspace; and the bytes the family's own choice would use
+  // with any workspace, which evosdpa_forward_workspace_size reports.
   int splits = 1;
   size_t workspace_bytes = 0;
+  size_t workspace_wanted = 0;
 };
 
 // A family's backward pass (evosdpa_attention_backward), chosen by the same selection as its forward.

@@ -2,6 +2,7 @@
 // family "auto" and each family by name give such calls, and splitkv_sm80's split counts and workspace.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 
 #include "cpu/params_fixture.hpp"
@@ -154,16 +155,26 @@ TEST(SplitKvSplits, WithinTheWorkspaceGiven) {
   ASSERT_TRUE(s.check.ok()) << s.check.message;
   EXPECT_EQ(s.splits, 1);
   EXPECT_EQ(s.workspace_bytes, 0u);
+  const int wanted = static_cast<int>(s.workspace_wanted / per_split);  // the heuristic's, any workspace
+  EXPECT_GT(wanted, 5);
+  EXPECT_EQ(s.workspace_wanted, static_cast<size_t>(wanted * per_split));
+  // A size without a pointer: still no split ("none without one").
+  p.workspace_size = SIZE_MAX;
+  s = select_kernel(p, h100, "splitkv_sm80");
+  EXPECT_EQ(s.splits, 1);
+  EXPECT_EQ(s.workspace_bytes, 0u);
   // Room for 5 parts: 5.
+  p.workspace = reinterpret_cast<void*>(uintptr_t{0x80000000});
   p.workspace_size = 5 * per_split + 7;
   s = select_kernel(p, h100, "splitkv_sm80");
   EXPECT_EQ(s.splits, 5);
   EXPECT_EQ(s.workspace_bytes, static_cast<size_t>(5 * per_split));
-  // Unlimited: the heuristic's count, more than 5 here.
+  EXPECT_EQ(s.workspace_wanted, static_cast<size_t>(wanted * per_split));
+  // Unlimited: the heuristic's count.
   p.workspace_size = SIZE_MAX;
   s = select_kernel(p, h100, "splitkv_sm80");
-  EXPECT_GT(s.splits, 5);
-  EXPECT_EQ(s.workspace_bytes, static_cast<size_t>(s.splits * per_split));
+  EXPECT_EQ(s.splits, wanted);
+  EXPECT_EQ(s.workspace_bytes, static_cast<size_t>(wanted * per_split));
   // A fixed count is taken as given (capped at the key tiles), whatever the workspace; the call then
   // checks that the workspace holds it.
   p.workspace_size = 0;
@@ -176,6 +187,13 @@ TEST(SplitKvSplits, WithinTheWorkspaceGiven) {
   evosdpa_params_set_bhsd_strides(&p);
   s = select_kernel(p, h100, "splitkv_sm80");
   EXPECT_EQ(s.splits, 4);
+}
+
+TEST(SplitKvSplits, OnlyCallersOfTheServingHeaderLendTheForwardTheirWorkspace) {
+  // A 0.4 caller's struct ends at backward_mode: its workspace was the backward's alone.
+  EXPECT_FALSE(knows_forward_workspace(offsetof(evosdpa_params_t, seqused_k)));
+  EXPECT_FALSE(knows_forward_workspace(offsetof(evosdpa_params_t, num_splits)));
+  EXPECT_TRUE(knows_forward_workspace(sizeof(evosdpa_params_t)));
 }
 
 TEST(SplitKvSplits, ForwardWorkspaceRules) {

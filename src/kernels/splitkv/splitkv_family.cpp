@@ -47,9 +47,9 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const long long key_blocks = (p.seqlen_k + cfg.block_n - 1) / cfg.block_n;
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q;
   const long long per_split_bytes = splitkv::workspace_bytes(2, rows, p.head_dim) / 2;
-  long long splits = 1;
+  long long splits = 1, wanted = 1;
   if (p.num_splits > 0) {
-    splits = p.num_splits < key_blocks ? p.num_splits : (key_blocks > 0 ? key_blocks : 1);
+    splits = wanted = p.num_splits < key_blocks ? p.num_splits : (key_blocks > 0 ? key_blocks : 1);
   } else {
     // A dense cache counts waves in SMs, not in the blocks an SM holds: a memory-bound block pulls more
     // than an SM's share of the bandwidth, so SMs given two blocks finish last (H100, fp16, Hq/Hkv
@@ -59,15 +59,18 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
     // streams less and more of them must be in flight (B=8 L=8k, pages of 16: 111.8 us with 4 parts,
     // 180.7 with 2; B=1 L=64k: 128.9 against 209.2; docs/perf-log.md v11).
     const long long per_sm = dev.max_smem_per_block_optin / smem > 1 ? dev.max_smem_per_block_optin / smem : 1;
-    splits = splitkv::choose_splits(base, key_blocks, p.page_table != nullptr ? dev.sm_count * per_sm : dev.sm_count);
-    const long long fit = per_split_bytes > 0 ? static_cast<long long>(p.workspace_size / per_split_bytes) : 0;
+    splits = wanted = splitkv::choose_splits(base, key_blocks, p.page_table != nullptr ? dev.sm_count * per_sm : dev.sm_count);
+    // Within the workspace given: none without a pointer ("none without one", evosdpa.h).
+    const size_t given = p.workspace != nullptr ? p.workspace_size : 0;
+    const long long fit = per_split_bytes > 0 ? static_cast<long long>(given / per_split_bytes) : 0;
     if (splits > fit) splits = fit >= 2 ? fit : 1;
   }
-  if (static_cast<__int128>(base) * splits > kMaxGridX)
+  if (static_cast<__int128>(base) * wanted > kMaxGridX)
     return refuse("batch * heads_kv * ceil(seqlen_q * heads_q / heads_kv / 16) * splits exceeds 2^31-1 blocks");
   FamilySupport s{{}, row};
   s.splits = static_cast<int>(splits);
   s.workspace_bytes = static_cast<size_t>(splitkv::workspace_bytes(splits, rows, p.head_dim));
+  s.workspace_wanted = static_cast<size_t>(splitkv::workspace_bytes(wanted, rows, p.head_dim));
   return s;
 }
 
