@@ -316,17 +316,23 @@ def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
     p = _params(q, k, v, o, lse, causal, scale, layout)
     _set_pointers_and_strides(p, layout, dout=dout, dq=dq, dk=dk, dv=dv)
     p.backward_mode = _lib.BACKWARD_DETERMINISTIC if deterministic else _lib.BACKWARD_FAST
-    with torch.cuda.device(q.device):  # the library sizes the workspace for the current device
-        code, message, size = _lib.backward_workspace_size(p, kernel)
+    _run_with_workspace(p, kernel, q.device, _lib.backward_workspace_size, _lib.backward)
+    return dq, dk, dv
+
+
+def _run_with_workspace(p, kernel, device, workspace_size, run):
+    """Size the call's workspace with `workspace_size` (the library's query), allocate it, then `run` the
+    call on PyTorch's current stream of `device`."""
+    with torch.cuda.device(device):  # the library sizes the workspace for the current device
+        code, message, size = workspace_size(p, kernel)
         _raise_on_failure(code, message)
         # From PyTorch's caching allocator on the current stream (so reusable once the kernel is done, and
         # capturable in a CUDA graph); its blocks are 512-byte aligned, above the 16 bytes the ABI needs.
-        workspace = torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
+        workspace = torch.empty(size, dtype=torch.uint8, device=device) if size else None
         if workspace is not None:
             p.workspace, p.workspace_size = workspace.data_ptr(), size
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _raise_on_failure(*_lib.backward(p, kernel, stream))
-    return dq, dk, dv
+        stream = torch.cuda.current_stream(device).cuda_stream
+        _raise_on_failure(*run(p, kernel, stream))
 
 
 @attention_bwd.register_fake
@@ -540,16 +546,7 @@ def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     p.softmax_scale = scale
     p.causal = causal
     p.num_splits = num_splits
-    with torch.cuda.device(q.device):  # the library sizes the workspace for the current device
-        code, message, size = _lib.forward_workspace_size(p, kernel)
-        _raise_on_failure(code, message)
-        # Split-KV partials, from PyTorch's caching allocator on the current stream (capturable in a CUDA
-        # graph); its blocks are 512-byte aligned, above the 16 bytes the ABI needs.
-        workspace = torch.empty(size, dtype=torch.uint8, device=q.device) if size else None
-        if workspace is not None:
-            p.workspace, p.workspace_size = workspace.data_ptr(), size
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _raise_on_failure(*_lib.forward(p, kernel, stream))
+    _run_with_workspace(p, kernel, q.device, _lib.forward_workspace_size, _lib.forward)  # split-KV partials
     return out, lse
 
 
