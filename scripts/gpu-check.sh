@@ -45,6 +45,10 @@ small+=':All/BackwardVsCpu.*gqa_fp16*d128*:All/BackwardVsCpu.*layout_bf16_b2h4x4
 # range, per-sequence lengths 0 and 1 with fixed splits (the merge), and 128 packed rows over 2 splits.
 small+=':All/KvCache.*paged48_odd_tl*:All/KvCache.*invalid_page_splitkv*:All/KvCache.*seqused_0_1_77_1000_br_splitkv*'
 small+=':All/KvCache.*rows128_splits2_splitkv*:All/KernelVsCpu.*splitkv_sm80_odd_fp16_b1h2x2_q129k129_d64_topleft*'
+# Packed batches on wgmma_sm90 and mma_sm80: lengths 0, 1, odd and long (the copied last blocks, empty
+# items), queries and keys of other lengths, the head-major layout, and offsets out of range (clamped).
+small+=':All/Varlen.*mixed_bf16_d64_br_wgmma*:All/Varlen.*q_ne_k_br_mma*:All/Varlen.*head_major_packed_wgmma*'
+small+=':All/Varlen.*seqused_with_cu_k_wgmma*:VarlenOffsets.*'
 declare -A san_rc san_errors
 for tool in memcheck racecheck synccheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 99 "$tests" --gtest_filter="$small" --gtest_brief=1 \

@@ -80,7 +80,8 @@ Check check_pointers(const evosdpa_params_t& p, const DeviceInfo& dev) {
       {"o", no_q ? nullptr : p.o}, {"lse", no_q ? nullptr : p.lse},
       {"q_descale", no_q ? nullptr : p.q_descale}, {"k_descale", no_q || no_kv ? nullptr : p.k_descale},
       {"v_descale", no_q || no_kv ? nullptr : p.v_descale},
-      {"seqused_k", no_q ? nullptr : p.seqused_k}, {"page_table", no_q || no_kv ? nullptr : p.page_table}};
+      {"seqused_k", no_q ? nullptr : p.seqused_k}, {"page_table", no_q || no_kv ? nullptr : p.page_table},
+      {"cu_seqlens_q", no_q ? nullptr : p.cu_seqlens_q}, {"cu_seqlens_k", no_q ? nullptr : p.cu_seqlens_k}};
   for (const auto& [name, ptr] : ptrs)
     if (Check c = check_pointer(name, ptr, dev); !c.ok()) return c;
   return {};
@@ -200,12 +201,15 @@ void evosdpa_params_set_bhsd_strides(evosdpa_params_t* p) {
   p->dk_seq_stride = p->dv_seq_stride = d;
   p->dk_head_stride = p->dv_head_stride = p->seqlen_k * d;
   p->dk_batch_stride = p->dv_batch_stride = p->heads_kv * p->seqlen_k * d;
+  // Packed sequences: one batch of total rows.
+  const bool packed_q = p->cu_seqlens_q != nullptr, packed_k = p->cu_seqlens_k != nullptr;
+  const int64_t rows_q = packed_q ? p->total_q : p->seqlen_q, rows_k = packed_k ? p->total_k : p->seqlen_k;
   p->q_seq_stride = p->o_seq_stride = d;
-  p->q_head_stride = p->o_head_stride = p->seqlen_q * d;
-  p->q_batch_stride = p->o_batch_stride = p->heads_q * p->seqlen_q * d;
+  p->q_head_stride = p->o_head_stride = rows_q * d;
+  p->q_batch_stride = p->o_batch_stride = packed_q ? 0 : p->heads_q * rows_q * d;
   p->k_seq_stride = p->v_seq_stride = d;
-  p->k_head_stride = p->v_head_stride = p->seqlen_k * d;
-  p->k_batch_stride = p->v_batch_stride = p->heads_kv * p->seqlen_k * d;
+  p->k_head_stride = p->v_head_stride = rows_k * d;
+  p->k_batch_stride = p->v_batch_stride = packed_k ? 0 : p->heads_kv * rows_k * d;
 }
 
 void evosdpa_params_set_bshd_strides(evosdpa_params_t* p) {
@@ -219,10 +223,10 @@ void evosdpa_params_set_bshd_strides(evosdpa_params_t* p) {
   p->dk_batch_stride = p->dv_batch_stride = p->seqlen_k * p->heads_kv * d;
   p->q_head_stride = p->o_head_stride = d;
   p->q_seq_stride = p->o_seq_stride = p->heads_q * d;
-  p->q_batch_stride = p->o_batch_stride = p->seqlen_q * p->heads_q * d;
+  p->q_batch_stride = p->o_batch_stride = p->cu_seqlens_q != nullptr ? 0 : p->seqlen_q * p->heads_q * d;
   p->k_head_stride = p->v_head_stride = d;
   p->k_seq_stride = p->v_seq_stride = p->heads_kv * d;
-  p->k_batch_stride = p->v_batch_stride = p->seqlen_k * p->heads_kv * d;
+  p->k_batch_stride = p->v_batch_stride = p->cu_seqlens_k != nullptr ? 0 : p->seqlen_k * p->heads_kv * d;
 }
 
 evosdpa_status_t evosdpa_attention_forward(const evosdpa_params_t* params, const char* kernel, void* stream) {

@@ -15,6 +15,9 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.v = p.v;
   k.o = p.o;
   k.lse = p.lse;
+  const bool packed_q = p.cu_seqlens_q != nullptr;
+  k.lse_batch_stride = packed_q ? 0 : p.heads_q * p.seqlen_q;
+  k.lse_head_stride = packed_q ? p.total_q : p.seqlen_q;
   k.batch = static_cast<int>(p.batch);
   k.heads_q = static_cast<int>(p.heads_q);
   k.kv_group = p.heads_kv > 0 ? static_cast<int>(p.heads_q / p.heads_kv) : 1;
@@ -51,6 +54,10 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.causal_bottom_right = p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT;
   k.num_splits = 1;
   k.workspace = nullptr;
+  k.cu_seqlens_q = p.cu_seqlens_q;
+  k.cu_seqlens_k = p.cu_seqlens_k;
+  k.total_q = static_cast<int>(p.total_q);
+  k.total_k = static_cast<int>(p.total_k);
   return k;
 }
 

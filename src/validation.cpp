@@ -129,11 +129,15 @@ std::array<TensorView, 4> tensors(const evosdpa_params_t& p) {
   const bool paged = p.page_table != nullptr;
   const int64_t kv_outer = paged ? (p.seqlen_k > 0 && p.batch > 0 ? p.num_pages : 0) : p.batch;
   const int64_t kv_rows = paged ? p.page_size : p.seqlen_k;
+  // Packed sequences (cu_seqlens_*) are one [total, heads, head_dim] run of rows (their batch stride is 0).
+  const bool packed_q = p.cu_seqlens_q != nullptr, packed_k = p.cu_seqlens_k != nullptr;
+  const int64_t q_outer = packed_q ? (p.batch > 0 ? 1 : 0) : p.batch, q_rows = packed_q ? p.total_q : p.seqlen_q;
+  const int64_t k_outer = packed_k ? (p.batch > 0 ? 1 : 0) : kv_outer, k_rows = packed_k ? p.total_k : kv_rows;
   return {{
-      {"q", p.q, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.q_batch_stride, p.q_head_stride, p.q_seq_stride, 1}},
-      {"k", p.k, {kv_outer, p.heads_kv, kv_rows, p.head_dim}, {p.k_batch_stride, p.k_head_stride, p.k_seq_stride, 1}},
-      {"v", p.v, {kv_outer, p.heads_kv, kv_rows, p.head_dim}, {p.v_batch_stride, p.v_head_stride, p.v_seq_stride, 1}},
-      {"o", p.o, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.o_batch_stride, p.o_head_stride, p.o_seq_stride, 1}},
+      {"q", p.q, {q_outer, p.heads_q, q_rows, p.head_dim}, {p.q_batch_stride, p.q_head_stride, p.q_seq_stride, 1}},
+      {"k", p.k, {k_outer, p.heads_kv, k_rows, p.head_dim}, {p.k_batch_stride, p.k_head_stride, p.k_seq_stride, 1}},
+      {"v", p.v, {k_outer, p.heads_kv, k_rows, p.head_dim}, {p.v_batch_stride, p.v_head_stride, p.v_seq_stride, 1}},
+      {"o", p.o, {q_outer, p.heads_q, q_rows, p.head_dim}, {p.o_batch_stride, p.o_head_stride, p.o_seq_stride, 1}},
   }};
 }
 
@@ -194,7 +198,9 @@ Check check_row_alignment(const evosdpa_params_t& p, int64_t bytes) {
 
 bool head_dim_supported(int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
-bool has_no_queries(const evosdpa_params_t& p) { return p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0; }
+bool has_no_queries(const evosdpa_params_t& p) {
+  return p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0 || (p.cu_seqlens_q != nullptr && p.total_q == 0);
+}
 
 Check validate_common(const evosdpa_params_t& p) {
   if (input_elem_bytes(p) == 0)
@@ -230,6 +236,7 @@ Check validate_common(const evosdpa_params_t& p) {
                                                     ") is not a multiple of heads_kv (" +
                                                     std::to_string(p.heads_kv) + ")");
   if (Check c = check_kv_cache_fields(p); !c.ok()) return c;
+  if (Check c = check_varlen_fields(p); !c.ok()) return c;
   if (std::isinf(p.softmax_scale))
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite (NaN asks for 1/sqrt(head_dim))");
 
@@ -239,17 +246,23 @@ Check validate_common(const evosdpa_params_t& p) {
   return {};
 }
 
-std::array<std::pair<const char*, ByteSpan>, 10> forward_spans(const evosdpa_params_t& p) {
+TensorView lse_view(const evosdpa_params_t& p) {
+  if (p.cu_seqlens_q != nullptr) return {"lse", p.lse, {1, p.heads_q, p.total_q, 1}, {0, p.total_q, 1, 1}};
+  return {"lse", p.lse, {p.batch, p.heads_q, p.seqlen_q, 1}, {p.heads_q * p.seqlen_q, p.seqlen_q, 1, 1}};
+}
+
+std::array<std::pair<const char*, ByteSpan>, kForwardInputs + 2> forward_spans(const evosdpa_params_t& p) {
   const std::array<TensorView, 4> ts = tensors(p);
   const std::array<TensorView, 3> ds = descales(p);
   const std::array<TensorView, 2> kv = kv_cache_index_views(p);
-  const TensorView lse{"lse", p.lse, {p.batch, p.heads_q, p.seqlen_q, 1}, {p.heads_q * p.seqlen_q, p.seqlen_q, 1, 1}};
-  std::array<std::pair<const char*, ByteSpan>, 10> spans{};
+  const std::array<TensorView, 2> cu = varlen_index_views(p);
+  std::array<std::pair<const char*, ByteSpan>, kForwardInputs + 2> spans{};
   for (int t = 0; t < 3; ++t) spans[t] = {ts[t].name, byte_span(ts[t], input_elem_bytes(p))};
   for (int t = 0; t < 3; ++t) spans[3 + t] = {ds[t].name, byte_span(ds[t], 4)};
   for (int t = 0; t < 2; ++t) spans[6 + t] = {kv[t].name, byte_span(kv[t], 4)};
-  spans[8] = {"o", byte_span(ts[3], output_elem_bytes(p))};
-  spans[9] = {"lse", has_no_queries(p) || p.lse == nullptr ? ByteSpan{} : byte_span(lse, 4)};
+  for (int t = 0; t < 2; ++t) spans[8 + t] = {cu[t].name, byte_span(cu[t], 4)};
+  spans[kForwardInputs] = {"o", byte_span(ts[3], output_elem_bytes(p))};
+  spans[kForwardInputs + 1] = {"lse", has_no_queries(p) || p.lse == nullptr ? ByteSpan{} : byte_span(lse_view(p), 4)};
   return spans;
 }
 
@@ -266,11 +279,11 @@ Check validate_params(const evosdpa_params_t& p) {
 
   // Outputs must not share bytes with the inputs (the descales and the KV-cache indices included) or with
   // each other (byte spans, so an output interleaved between input elements is refused too).
-  const std::array<std::pair<const char*, ByteSpan>, 10> spans = forward_spans(p);
-  const ByteSpan out_spans[2] = {spans[8].second, spans[9].second};
+  const auto spans = forward_spans(p);
+  const ByteSpan out_spans[2] = {spans[kForwardInputs].second, spans[kForwardInputs + 1].second};
   const char* const out_names[2] = {"o", "lse"};
   for (int i = 0; i < 2; ++i) {
-    for (int in = 0; in < 8; ++in)
+    for (int in = 0; in < kForwardInputs; ++in)
       if (const auto& [name, span] = spans[in]; out_spans[i].intersects(span))
         return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
                     std::string(out_names[i]) + " (bytes " + hex(out_spans[i].first) + ".." + hex(out_spans[i].last) +

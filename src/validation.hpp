@@ -33,7 +33,8 @@ Check normalize_params(const evosdpa_params_t* params, evosdpa_params_t& out);
 // Head dims every kernel supports; anything else is refused up front.
 bool head_dim_supported(int64_t head_dim);
 
-// Whether a problem has no output rows at all (nothing to launch).
+// Whether a problem has no output rows at all (nothing to launch): no sequence, head or query row
+// (packed queries: total_q 0).
 bool has_no_queries(const evosdpa_params_t& p);
 
 // Validate a normalised struct for the forward call: validate_common, then O's and lse's rules as
@@ -90,9 +91,12 @@ Check check_tensor_row_alignment(const TensorView& t, size_t elem_bytes, int64_t
 // The workspace's alignment: its float32 arrays are read and written in 16-byte vectors.
 inline constexpr size_t kWorkspaceAlignment = 16;
 
-// Every tensor of the forward call by name with its byte span: q, k, v, the descales, seqused_k,
-// page_table, o and lse.
-std::array<std::pair<const char*, ByteSpan>, 10> forward_spans(const evosdpa_params_t& p);
+// Every tensor of the forward call by name with its byte span: the inputs (q, k, v, the descales,
+// seqused_k, page_table, cu_seqlens_q, cu_seqlens_k), then the outputs o and lse.
+inline constexpr int kForwardInputs = 10;
+std::array<std::pair<const char*, ByteSpan>, kForwardInputs + 2> forward_spans(const evosdpa_params_t& p);
+// The lse as a [batch, heads_q, seqlen_q] tensor of floats: contiguous, or [heads_q, total_q] packed.
+TensorView lse_view(const evosdpa_params_t& p);
 
 // ---- The KV-cache fields (validation_kvcache.cpp) ----
 
@@ -115,10 +119,24 @@ Check check_kv_cache_fields(const evosdpa_params_t& p);
 // For a family that reads dense K/V and does not split keys through the workspace: NOT_SUPPORTED
 // (without the family's prefix) when the call has seqused_k, a page table or num_splits > 1.
 Check check_no_kv_cache(const evosdpa_params_t& p);
+// The same for a page table or num_splits > 1 (families that read per-sequence key counts of dense K/V).
+Check check_no_page_table(const evosdpa_params_t& p);
 // The same for num_splits > 1 alone (the reference kernel reads KV caches but never splits).
 Check check_no_splits(const evosdpa_params_t& p);
 // The forward's split-KV workspace of `needed` bytes: big enough, aligned, sharing no byte with a tensor.
 Check check_forward_workspace(const evosdpa_params_t& p, size_t needed);
+
+// ---- Variable-length batches (validation_varlen.cpp) ----
+
+// Whether q/o or k/v are packed sequences (cu_seqlens_q or cu_seqlens_k).
+bool uses_varlen(const evosdpa_params_t& p);
+// cu_seqlens_q and cu_seqlens_k as int32 tensors of batch + 1 entries (empty when null).
+std::array<TensorView, 2> varlen_index_views(const evosdpa_params_t& p);
+// The fields' own rules (called by validate_common): alignment, totals in [0, 2^31-1] and set only with
+// their array, zero batch strides for packed tensors, no cu_seqlens_k with a page table.
+Check check_varlen_fields(const evosdpa_params_t& p);
+// For a family that reads padded tensors only: NOT_SUPPORTED (without the family's prefix) for varlen.
+Check check_no_varlen(const evosdpa_params_t& p);
 
 // ---- The backward pass (validation_backward.cpp) ----
 

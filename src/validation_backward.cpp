@@ -9,10 +9,6 @@
 namespace evosdpa::detail {
 namespace {
 
-TensorView lse_view(const evosdpa_params_t& p) {
-  return {"lse", p.lse, {p.batch, p.heads_q, p.seqlen_q, 1}, {p.heads_q * p.seqlen_q, p.seqlen_q, 1, 1}};
-}
-
 // The bytes the kernel may touch: the first `needed` bytes.
 TensorView workspace_view(const evosdpa_params_t& p, size_t needed) {
   return {"workspace", p.workspace, {1, 1, 1, static_cast<int64_t>(needed)}, {0, 0, 0, 1}};
@@ -77,6 +73,10 @@ Check validate_backward_params(const evosdpa_params_t& p) {
   if (uses_kv_cache(p))
     return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
                 "the backward pass takes dense K and V: seqused_k and page_table (a KV cache) are forward-only");
+  if (uses_varlen(p))
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
+                "the backward pass takes padded batches: variable-length ones (cu_seqlens_q, cu_seqlens_k) are "
+                "forward-only");
   if (p.backward_mode != EVOSDPA_BACKWARD_DETERMINISTIC && p.backward_mode != EVOSDPA_BACKWARD_FAST)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "backward_mode " + std::to_string(static_cast<int>(p.backward_mode)) +
                                                     " is not an evosdpa_backward_mode_t value");

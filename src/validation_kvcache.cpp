@@ -62,12 +62,19 @@ Check check_no_splits(const evosdpa_params_t& p) {
   return {};
 }
 
-Check check_no_kv_cache(const evosdpa_params_t& p) {
+Check check_no_page_table(const evosdpa_params_t& p) {
   if (p.page_table != nullptr)
     return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a paged KV cache (page_table) is not supported (splitkv_sm80 and reference read it)");
-  if (p.seqused_k != nullptr)
-    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "per-sequence key counts (seqused_k) are not supported (splitkv_sm80 and reference read them)");
   return check_no_splits(p);
+}
+
+Check check_no_kv_cache(const evosdpa_params_t& p) {
+  if (Check c = check_no_page_table(p); !c.ok()) return c;
+  if (p.seqused_k != nullptr)
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
+                "per-sequence key counts (seqused_k) are not supported (splitkv_sm80, wgmma_sm90, mma_sm80 and "
+                "reference read them)");
+  return {};
 }
 
 Check check_forward_workspace(const evosdpa_params_t& p, size_t needed) {

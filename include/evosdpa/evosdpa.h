@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define EVOSDPA_VERSION_MAJOR 0
-#define EVOSDPA_VERSION_MINOR 5
+#define EVOSDPA_VERSION_MINOR 6
 #define EVOSDPA_VERSION_PATCH 0
 
 typedef enum evosdpa_status {
@@ -169,6 +169,11 @@ typedef struct evosdpa_params {
   int64_t page_size;               /* keys per page (a multiple of 16) with a page_table, else 0 */
   int64_t num_pages;               /* pages in the cache K and V point to, with a page_table, else 0 */
   int64_t num_splits;              /* forward key splits: 0 the library's choice, 1 none, N > 1 exactly N */
+  /* Since 0.6: variable-length (packed) sequences (see "Variable-length batches" below). */
+  const int32_t* cu_seqlens_q; /* NULL, or device int32 [batch + 1]: sequence b is rows cu[b] .. cu[b+1]-1 of q, o */
+  const int32_t* cu_seqlens_k; /* NULL, or device int32 [batch + 1]: the same for the rows of k and v */
+  int64_t total_q;             /* rows of the packed q and o with cu_seqlens_q, else 0 */
+  int64_t total_k;             /* rows of the packed k and v with cu_seqlens_k, else 0 */
   /* New fields go here, zero meaning off/default (see above). */
 } evosdpa_params_t;
 
@@ -201,8 +206,34 @@ typedef struct evosdpa_params {
  *   not split). With a smaller workspace and num_splits 0 the library splits less (not at all without a
  *   workspace pointer); num_splits N > 1 needs the workspace for N (INVALID_ARGUMENT otherwise).
  *
- * seqused_k and page_table are served by the kernels "splitkv_sm80" and "reference"; the others refuse
- * them (NOT_SUPPORTED) and "auto" picks splitkv_sm80.
+ * page_table and num_splits > 1 are served by the kernels "splitkv_sm80" and "reference" (no split), which
+ * "auto" picks for them; seqused_k by those and "wgmma_sm90" and "mma_sm80" too ("auto": splitkv_sm80 for
+ * up to 16 queries per sequence, else the dense kernels: a chunk of prefill against a cache). The others
+ * refuse them (NOT_SUPPORTED).
+ */
+
+/*
+ * Variable-length batches (since 0.6): the sequences of a batch packed one after another, without
+ * padding (FlashAttention's varlen convention).
+ *
+ * cu_seqlens_q: q and o hold total_q rows ([total_q, heads_q, head_dim] at the head and seq strides;
+ *   q_batch_stride and o_batch_stride must be 0) and sequence b's queries are rows cu_seqlens_q[b] ..
+ *   cu_seqlens_q[b+1]-1; seqlen_q is the longest sequence's length (FlashAttention's max_seqlen_q). The
+ *   lse, when asked for, is then float32 [heads_q, total_q] (FlashAttention 2.4+ and 3).
+ * cu_seqlens_k: the same for k and v (total_k rows, k_batch_stride and v_batch_stride 0, seqlen_k the
+ *   longest). Either may come alone (packed queries against padded keys, or the reverse). Not with a
+ *   page_table (a paged cache is addressed through its table; seqused_k gives the lengths there); with
+ *   seqused_k, sequence b attends to the first min(its length, seqused_k[b]) of its keys.
+ * Causal masks apply per sequence: top-left aligns query i with key i of its own sequence, bottom-right
+ *   its last query with its last key (FlashAttention's varlen causal).
+ * The arrays are device memory, read by the kernel (the library cannot check them before the launch):
+ *   they should start at 0 and not decrease, with the last entry the total. A value outside [0, total]
+ *   is clamped into it, an end below its start is taken as the start (an empty sequence), and a sequence
+ *   longer than seqlen_q (seqlen_k) computes its first seqlen_q queries (sees its first seqlen_k keys) only,
+ *   so that no byte outside the tensors is ever read or written.
+ *
+ * cu_seqlens_q and cu_seqlens_k are served by the kernels "wgmma_sm90" (16-bit inputs), "mma_sm80" and
+ * "reference"; the forward only (the backward refuses them, NOT_SUPPORTED).
  */
 
 /*
@@ -219,10 +250,12 @@ static inline void evosdpa_params_init(evosdpa_params_t* params) {
 }
 
 /* Set the strides of every tensor (q, k, v, o and dout, dq, dk, dv) for a contiguous BHSD ([B,H,L,D])
- * layout from the sizes. */
+ * layout from the sizes. With cu_seqlens_q (cu_seqlens_k) set first, q and o (k and v) are the packed
+ * [H, total, D] (batch stride 0). */
 void evosdpa_params_set_bhsd_strides(evosdpa_params_t* params);
 
-/* The same for a contiguous BSHD ([B,L,H,D]) layout. */
+/* The same for a contiguous BSHD ([B,L,H,D]) layout; packed sequences are [total, H, D] (FlashAttention's
+ * varlen layout). */
 void evosdpa_params_set_bshd_strides(evosdpa_params_t* params);
 
 /*

@@ -12,11 +12,15 @@ binding has. At import the mirror is checked against the library (see _check_mir
 The backward pass (C ABI 0.4) and the forward's workspace query (0.5, for the KV cache's split-KV
 partials) are bound where the library has them: an older library still imports and runs the dense forward
 (it accepts this larger mirror while the fields it lacks stay zero), and the functions below that need a
-newer one raise RuntimeError naming the library and the C ABI version that added what is missing.
+newer one raise RuntimeError naming the library and the C ABI version that added what is missing. The
+variable-length batches of 0.6 are Params fields only, with no function to look for: require_fields()
+checks the library's version instead, so that a call fails with that RuntimeError rather than with the
+library's refusal of a newer header's non-zero bytes (NOT_SUPPORTED, naming struct sizes).
 """
 import ctypes
 import math
 import os
+import re
 from ctypes import c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_void_p
 
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NO_DEVICE, DEVICE, CUDA = range(6)
@@ -25,7 +29,7 @@ CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 BACKWARD_DETERMINISTIC, BACKWARD_FAST = 0, 1
 
 # The evosdpa.h whose evosdpa_params_t the Params mirror below copies.
-HEADER_VERSION = "0.5.0"
+HEADER_VERSION = "0.6.0"
 
 
 class Params(ctypes.Structure):
@@ -62,6 +66,11 @@ class Params(ctypes.Structure):
         ("page_size", c_int64),    # keys per page (a multiple of 16) with a page table, else 0
         ("num_pages", c_int64),    # pages K and V point to, with a page table, else 0
         ("num_splits", c_int64),   # 0 the library's choice, 1 none, N > 1 exactly N
+        # 0.6: variable-length batches (evosdpa.h "Variable-length batches"): sequences packed without padding
+        ("cu_seqlens_q", c_void_p),  # NULL or device int32 [batch + 1]: sequence b is rows cu[b] .. cu[b+1]-1 of q, o
+        ("cu_seqlens_k", c_void_p),  # NULL or device int32 [batch + 1]: the same for k, v
+        ("total_q", c_int64),        # rows of the packed q and o with cu_seqlens_q, else 0
+        ("total_k", c_int64),        # rows of the packed k and v with cu_seqlens_k, else 0
     ]
 
 
@@ -102,6 +111,10 @@ _SERVING_SIGNATURES = {
 # raises when the library lacks it.
 _OPTIONAL_SINCE = {**{name: ("no backward pass", "0.4.0") for name in _BACKWARD_SIGNATURES},
                    **{name: ("no KV-cache forward", "0.5.0") for name in _SERVING_SIGNATURES}}
+
+# Since 0.6, features that are Params fields only: what each is, its fields and the C ABI version that added
+# them, for the RuntimeError require_fields() raises when the library is older.
+_FIELDS_SINCE = {"varlen": ("no variable-length batches", "cu_seqlens_q, cu_seqlens_k, total_q, total_k", "0.6.0")}
 
 
 def _load():
@@ -158,7 +171,7 @@ def _check_mirror(lib, path):
                           "so the library and the binding come from one source tree")
     if (p.struct_size != size or p.dtype != DTYPE_FLOAT16 or p.causal != CAUSAL_NONE
             or not math.isnan(p.softmax_scale) or p.batch != 0 or p.o_seq_stride != 0
-            or p.backward_mode != BACKWARD_DETERMINISTIC or p.num_splits != 0):
+            or p.backward_mode != BACKWARD_DETERMINISTIC or p.num_splits != 0 or p.total_k != 0):
         raise ImportError(f"{what} initialises it differently (struct_size {p.struct_size}, dtype {p.dtype}, "
                           f"softmax_scale {p.softmax_scale}, causal {p.causal}): the struct layouts differ; "
                           "rebuild and reinstall the package (`pip install .`) from one source tree")
@@ -236,14 +249,34 @@ def kernel_names():
     return [_lib.evosdpa_kernel_name(i).decode() for i in range(_lib.evosdpa_kernel_count())]
 
 
+def _too_old(what, missing, since):
+    return RuntimeError(f"evosdpa: the library at {library_path()} (version {version()}) has {what} "
+                        f"({missing}; C ABI {since} added it); rebuild and reinstall the package (`pip install .`) "
+                        f"or point EVOSDPA_LIBRARY at a build of evosdpa {since} or newer")
+
+
 def _optional_entry(name):
     """The library's function `name` (one of _OPTIONAL_SINCE); RuntimeError when the library predates it."""
     if not hasattr(_lib, name):
         what, since = _OPTIONAL_SINCE[name]
-        raise RuntimeError(f"evosdpa: the library at {library_path()} (version {version()}) has {what} "
-                           f"({name} is missing; C ABI {since} added it); rebuild and reinstall the package "
-                           f"(`pip install .`) or point EVOSDPA_LIBRARY at a build of evosdpa {since} or newer")
+        raise _too_old(what, f"{name} is missing", since)
     return getattr(_lib, name)
+
+
+def _version_tuple(text):
+    """(major, minor, patch) of "MAJOR.MINOR.PATCH[anything]"; (0, 0, 0) for a string of another form."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
+    return tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+
+
+def require_fields(feature):
+    """RuntimeError unless the library knows the Params fields of `feature` (a key of _FIELDS_SINCE).
+
+    An older library accepts this larger mirror while those fields are zero and refuses a call that sets
+    them (NOT_SUPPORTED: "a newer evosdpa header"), a message about struct sizes; this names the feature."""
+    what, fields, since = _FIELDS_SINCE[feature]
+    if _version_tuple(version()) < _version_tuple(since):
+        raise _too_old(what, f"evosdpa_params_t lacks {fields}", since)
 
 
 def backward_workspace_size(params, kernel):

@@ -1,5 +1,5 @@
-"""PyTorch front end: the `evosdpa::attention_fwd`, `evosdpa::attention_bwd` and
-`evosdpa::attention_kvcache` custom ops and the functions users call.
+"""PyTorch front end: the `evosdpa::attention_fwd`, `evosdpa::attention_bwd`, `evosdpa::attention_kvcache`
+and `evosdpa::attention_varlen` custom ops and the functions users call.
 
 The ops are registered with torch.library (real CUDA implementation + fake implementation), so they work
 under torch.compile(fullgraph=True) and inside CUDA-graph capture: outputs (and the backward's workspace)
@@ -27,6 +27,13 @@ that is dense [B, Lk, Hkv, D] or paged [num_pages, page_size, Hkv, D] with an in
 sequence up to its own length (cache_seqlens, device memory, so a CUDA graph replays with new lengths).
 The library's split-KV kernel may split the keys; the op sizes that workspace through
 evosdpa_forward_workspace_size and allocates it with PyTorch. Inference only: its autograd formula raises.
+
+Variable-length batches (C ABI 0.6, evosdpa.h "Variable-length batches"): attention_varlen reads sequences
+packed one after another without padding, q [total_q, Hq, D] and k, v [total_k, Hkv, D], split by int32
+offsets (cu_seqlens_q, cu_seqlens_k) that stay in device memory: the longest lengths come from the caller
+as host ints (max_seqlen_q, max_seqlen_k, FlashAttention's), so the call never reads the GPU and a CUDA
+graph replays with new offsets. Forward only (the library has no varlen backward): its autograd formula
+raises.
 """
 import math
 import numbers
@@ -643,6 +650,209 @@ def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     causal_code = _lib.CAUSAL_BOTTOM_RIGHT if causal else _lib.CAUSAL_NONE
     out, lse = torch.ops.evosdpa.attention_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, causal_code,
                                                    op_scale, num_splits, bool(return_softmax_lse), kernel or "auto")
+    return (out, lse) if return_softmax_lse else out
+
+
+# ---- Variable-length batches (C ABI 0.6): packed sequences, offsets in device memory ------------------
+
+
+def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k) -> None:
+    """Raise TypeError/ValueError naming the bad argument; shared by attention_varlen, the op and its fake
+    implementation. Devices are checked last, so everything else can be tested on meta tensors."""
+    for name, t in (("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"evosdpa: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if seqused_k is not None and not isinstance(seqused_k, torch.Tensor):
+        raise TypeError(f"evosdpa: seqused_k must be a torch.Tensor or None, got {type(seqused_k).__name__}")
+    for name, t, shape in (("q", q, "[total_q, Hq, D]"), ("k", k, "[total_k, Hkv, D]"), ("v", v, "[total_k, Hkv, D]")):
+        if t.dim() != 3:
+            raise ValueError(f"evosdpa: {name} must be 3-D {shape} (sequences packed along dimension 0), got shape "
+                             f"{tuple(t.shape)}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype not in _KV_DTYPES:
+            raise TypeError(f"evosdpa: {name} has dtype {t.dtype}; supported with variable-length batches: "
+                            "torch.float16, torch.bfloat16")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"evosdpa: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if k.shape != v.shape:
+        raise ValueError(f"evosdpa: k and v shapes differ: {tuple(k.shape)} and {tuple(v.shape)}")
+    _, hq, d = q.shape
+    _, hk, dk = k.shape
+    if d != dk:
+        raise ValueError(f"evosdpa: head_dim differs: q {d}, k and v {dk}")
+    if d not in _HEAD_DIMS:
+        raise ValueError(f"evosdpa: head_dim {d} is not supported (supported: 64, 128)")
+    if hk == 0 or hq % hk != 0:
+        raise ValueError(f"evosdpa: q heads ({hq}) must be a multiple of k/v heads ({hk})")
+    for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if t.dtype != torch.int32:
+            raise TypeError(f"evosdpa: {name} must be int32, got {t.dtype}")
+        if t.dim() != 1 or t.shape[0] == 0:
+            raise ValueError(f"evosdpa: {name} must be 1-D [B + 1] (sequence b is rows {name}[b] .. "
+                             f"{name}[b+1]-1), got shape {tuple(t.shape)}")
+        if t.shape[0] > 1 and t.stride(0) != 1:
+            raise ValueError(f"evosdpa: {name} must be contiguous, got stride {t.stride(0)}")
+    b = cu_seqlens_q.shape[0] - 1
+    if cu_seqlens_k.shape[0] != b + 1:
+        raise ValueError(f"evosdpa: cu_seqlens_k has {cu_seqlens_k.shape[0]} entries, cu_seqlens_q "
+                         f"{cu_seqlens_q.shape[0]}: both are [B + 1] for the same B sequences")
+    if seqused_k is not None:
+        if seqused_k.dtype != torch.int32:
+            raise TypeError(f"evosdpa: seqused_k must be int32, got {seqused_k.dtype}")
+        if tuple(seqused_k.shape) != (b,):
+            raise ValueError(f"evosdpa: seqused_k must have shape (B,) = ({b},), got {tuple(seqused_k.shape)}")
+        if b > 1 and seqused_k.stride(0) != 1:
+            raise ValueError(f"evosdpa: seqused_k must be contiguous, got stride {seqused_k.stride(0)}")
+    for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if n < 0:
+            raise ValueError(f"evosdpa: {name} must be >= 0, got {n}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.stride(-1) != 1 and t.shape[-1] > 1:
+            raise ValueError(f"evosdpa: {name} must have a contiguous last dimension (stride 1), "
+                             f"got strides {tuple(t.stride())}")
+    named = [("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+             ("seqused_k", seqused_k)]
+    named = [(name, t) for name, t in named if t is not None]
+    for name, t in named:
+        if t.device.type != "cuda":
+            raise ValueError(f"evosdpa: {name} is on {t.device}; evosdpa needs CUDA tensors")
+    if len({t.device for _, t in named}) != 1:
+        raise ValueError("evosdpa: q, k, v, cu_seqlens_q, cu_seqlens_k and seqused_k must be on one device, got "
+                         + ", ".join(f"{name} on {t.device}" for name, t in named))
+
+
+def _varlen_outputs(q, return_lse: bool, like):
+    """O (q's shape, contiguous [total_q, Hq, D]) and lse (float32 [Hq, total_q], or empty): made by `like`
+    (torch.empty for the real op, q.new_empty for the fake one)."""
+    total_q, hq, _ = q.shape
+    out = like(q.shape, dtype=q.dtype)
+    lse = like((hq, total_q) if return_lse else (0,), dtype=torch.float32)
+    return out, lse
+
+
+@torch.library.custom_op("evosdpa::attention_varlen", mutates_args=())
+def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                        cu_seqlens_k: torch.Tensor, seqused_k: Optional[torch.Tensor], max_seqlen_q: int,
+                        max_seqlen_k: int, causal: int, scale: float, return_lse: bool,
+                        kernel: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The variable-length op: (O, lse), lse empty unless return_lse. q [total_q, Hq, D], k and v
+    [total_k, Hkv, D] (stride 1 in their last dimension); cu_seqlens_q, cu_seqlens_k int32 [B + 1]
+    (contiguous) and seqused_k None or int32 [B]: device memory read by the kernel (the library clamps their
+    values, evosdpa.h). max_seqlen_q, max_seqlen_k: the longest sequences (the C ABI's seqlen_q, seqlen_k).
+    causal: the C ABI's code, applied per sequence. scale as in attention_fwd. O is [total_q, Hq, D]; lse
+    float32 [Hq, total_q]. Not differentiable: its autograd formula raises NotImplementedError."""
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
+    _check_op_scale(scale)
+    _lib.require_fields("varlen")
+    out, lse = _varlen_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
+    p = _lib.new_params()
+    # Packed [total, H, D]: one run of rows, so the batch strides stay 0 (evosdpa.h) and each sequence's
+    # rows are found through the offsets.
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", out)):
+        setattr(p, name, t.data_ptr())
+        setattr(p, f"{name}_head_stride", t.stride(1))
+        setattr(p, f"{name}_seq_stride", t.stride(0))
+    p.lse = lse.data_ptr() if return_lse else None
+    p.dtype = _DTYPES[q.dtype]
+    p.batch, p.heads_q, p.heads_kv, p.head_dim = cu_seqlens_q.shape[0] - 1, q.shape[1], k.shape[1], q.shape[2]
+    p.seqlen_q, p.seqlen_k = max_seqlen_q, max_seqlen_k
+    p.cu_seqlens_q, p.cu_seqlens_k = cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr()
+    p.total_q, p.total_k = q.shape[0], k.shape[0]
+    p.seqused_k = None if seqused_k is None else seqused_k.data_ptr()
+    p.softmax_scale = scale
+    p.causal = causal
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _raise_on_failure(*_lib.forward(p, kernel, stream))
+    return out, lse
+
+
+@attention_varlen_op.register_fake
+def _attention_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, causal, scale,
+                           return_lse, kernel):
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
+    _check_op_scale(scale)
+    return _varlen_outputs(q, return_lse, q.new_empty)
+
+
+def _attention_varlen_setup_context(ctx, inputs, output):
+    ctx.mark_non_differentiable(output[1])
+
+
+def _attention_varlen_backward(ctx, grad_out, _grad_lse):
+    raise NotImplementedError("evosdpa: attention_varlen has no backward pass (the library computes gradients of "
+                              "padded batches only); call it under torch.no_grad() or torch.inference_mode(), or "
+                              "train with evosdpa.attention")
+
+
+# Registered so that a gradient through the op is a clear error rather than PyTorch's warning and a
+# silently missing gradient.
+torch.library.register_autograd("evosdpa::attention_varlen", _attention_varlen_backward,
+                                setup_context=_attention_varlen_setup_context)
+
+
+def _contiguous_1d(t):
+    """t, or a contiguous copy of a strided 1-D tensor (the kernel reads the offsets and lengths densely)."""
+    if isinstance(t, torch.Tensor) and t.dim() == 1 and t.shape[0] > 1 and t.stride(0) != 1:
+        return t.contiguous()
+    return t
+
+
+def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                     cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, *,
+                     softmax_scale: Optional[float] = None, causal: bool = False, return_softmax_lse: bool = False,
+                     seqused_k: Optional[torch.Tensor] = None, kernel: Optional[str] = None):
+    """Attention over a batch of sequences of different lengths packed without padding (FlashAttention's
+    flash_attn_varlen_func argument names). Inference only: no backward pass (NotImplementedError if a
+    gradient reaches it).
+
+    q: [total_q, Hq, D], the queries of all sequences one after another; k, v: [total_k, Hkv, D] likewise.
+      float16 or bfloat16, D 64 or 128, Hq a multiple of Hkv (grouped-query attention: query head h reads
+      K/V head h // (Hq / Hkv)). Any strides with a contiguous last dimension (a slice along the heads, say);
+      a strided last dimension is copied with .contiguous() first.
+    cu_seqlens_q, cu_seqlens_k: int32 [B + 1] on q's device, the cumulative lengths: sequence b's queries are
+      rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 of q, its keys rows cu_seqlens_k[b] .. cu_seqlens_k[b+1]-1
+      of k and v (so cu_seqlens[0] = 0 and cu_seqlens[B] = the total; a query sequence may be longer or
+      shorter than its key sequence, and empty).
+    max_seqlen_q, max_seqlen_k: the longest query and key sequence, as Python ints: the offsets stay in
+      device memory, read by the kernel only, so the call never synchronises with the GPU and a CUDA graph
+      replays with new offsets (lengths up to the captured maxima). A sequence longer than its maximum has
+      only its first max_seqlen_q queries computed (sees only its first max_seqlen_k keys).
+    softmax_scale: None for 1/sqrt(D), else any finite value (0 included).
+    causal: True applies a bottom-right causal mask within each sequence (FlashAttention's convention): query
+      i of sequence b sees key j when j <= i + len_k(b) - len_q(b), so that its last query sees its last key.
+      With equal query and key lengths (self-attention over the packed prompts) that is the usual top-left
+      mask j <= i; a sequence with more queries than keys has leading queries that see no key.
+    seqused_k: None, or int32 [B] on q's device: sequence b attends to only the first
+      min(len_k(b), seqused_k[b]) of its keys (the causal mask then aligns with that length).
+    kernel: None/"auto", "wgmma_sm90" (sm_90), "mma_sm80" or "reference"; the other kernels refuse packed
+      sequences.
+
+    Returns O [total_q, Hq, D] in q's dtype (contiguous), or (O, lse) when return_softmax_lse, with lse float32
+    [Hq, total_q] (FlashAttention 2.4+'s varlen layout: lse[h, cu_seqlens_q[b] + i] for query i of sequence b),
+    the natural-log log-sum-exp of the scaled, masked scores. A query that sees no key (an empty key
+    sequence, or a leading query of a causal sequence with len_q > len_k) gets O = 0 and lse = -inf. Rows of
+    q outside every sequence (past cu_seqlens_q[B], or past a sequence's max_seqlen_q) are left unwritten,
+    as in FlashAttention: O is allocated with torch.empty.
+
+    Unlike flash_attn_varlen_func there is no dropout, sliding window, softcap, ALiBi or block table (a paged
+    KV cache is read by attention_with_kvcache), and the arguments after max_seqlen_k are keyword-only, so
+    that a ported positional dropout_p cannot land in softmax_scale.
+    """
+    op_scale = _user_scale(softmax_scale, "softmax_scale")
+    if kernel is not None and not isinstance(kernel, str):
+        raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
+    for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(n, bool) or not isinstance(n, (numbers.Integral, torch.SymInt)):
+            raise TypeError(f"evosdpa: {name} must be an int (the longest sequence's length, known on the host so "
+                            f"that the call does not read the GPU), got {type(n).__name__}")
+    q, k, v = _contiguous_last_dim(q), _contiguous_last_dim(k), _contiguous_last_dim(v)
+    cu_seqlens_q, cu_seqlens_k, seqused_k = (_contiguous_1d(t) for t in (cu_seqlens_q, cu_seqlens_k, seqused_k))
+    _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
+    causal_code = _lib.CAUSAL_BOTTOM_RIGHT if causal else _lib.CAUSAL_NONE
+    out, lse = torch.ops.evosdpa.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
+                                                  max_seqlen_k, causal_code, op_scale, bool(return_softmax_lse),
+                                                  kernel or "auto")
     return (out, lse) if return_softmax_lse else out
 
 

@@ -2,6 +2,7 @@
 import ctypes
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -14,20 +15,23 @@ from evosdpa import _lib
 def test_import_and_kernel_names():
     assert evosdpa.kernel_names() == ["splitkv_sm80", "wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"]
     assert os.path.exists(evosdpa.library_path())
-    assert evosdpa.__version__ == "0.5.0"
+    assert evosdpa.__version__ == "0.6.0"
 
 
 def test_params_struct_matches_the_c_abi():
     # struct_size, 5 pointers, the dtype enum (padded to 8), 6 sizes, 12 strides, the scale and the causal
     # enum; since 0.3 the output dtype (padded to 8), 3 descale pointers and 2 descale strides; since 0.4
     # 4 gradient pointers, 12 gradient strides, the workspace pointer and size, the backward mode (padded);
-    # since 0.5 the seqused_k and page table pointers, the page table stride, page size, page count, splits.
+    # since 0.5 the seqused_k and page table pointers, the page table stride, page size, page count, splits;
+    # since 0.6 the two cu_seqlens pointers and the two totals.
     assert _lib.Params._fields_[0] == ("struct_size", ctypes.c_size_t)
     assert ctypes.sizeof(_lib.Params) == (8 + 5 * 8 + 8 + 6 * 8 + 12 * 8 + 4 + 4 + 8 + 3 * 8 + 2 * 8
                                           + 4 * 8 + 12 * 8 + 8 + 8 + 8
-                                          + 2 * 8 + 4 * 8)
-    assert [f for f, _ in _lib.Params._fields_[-6:]] == ["seqused_k", "page_table", "page_table_batch_stride",
-                                                         "page_size", "num_pages", "num_splits"]
+                                          + 2 * 8 + 4 * 8
+                                          + 2 * 8 + 2 * 8)
+    assert [f for f, _ in _lib.Params._fields_[-10:]] == ["seqused_k", "page_table", "page_table_batch_stride",
+                                                          "page_size", "num_pages", "num_splits", "cu_seqlens_q",
+                                                          "cu_seqlens_k", "total_q", "total_k"]
     p = _lib.new_params()
     assert p.struct_size == ctypes.sizeof(_lib.Params)
     assert p.q is None and p.lse is None and p.batch == 0 and p.head_dim == 0 and p.o_seq_stride == 0
@@ -39,10 +43,11 @@ def test_params_struct_matches_the_c_abi():
     assert p.dq_seq_stride == 0 and p.backward_mode == _lib.BACKWARD_DETERMINISTIC
     assert p.seqused_k is None and p.page_table is None and p.page_table_batch_stride == 0
     assert p.page_size == 0 and p.num_pages == 0 and p.num_splits == 0
+    assert p.cu_seqlens_q is None and p.cu_seqlens_k is None and p.total_q == 0 and p.total_k == 0
 
 
 def test_version_and_dtype_sizes():
-    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.5.0"
+    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.6.0"
     assert _lib.dtype_size(_lib.DTYPE_FLOAT16) == 2 and _lib.dtype_size(_lib.DTYPE_BFLOAT16) == 2
     assert _lib.dtype_size(_lib.DTYPE_FLOAT8_E4M3) == 1
     assert _lib.dtype_size(7) == 0
@@ -120,7 +125,7 @@ def test_a_mismatched_library_is_an_import_error():
         _lib._bind(_FakeLibrary(other_layout), "/other/libevosdpa.so")
 
     with pytest.raises(ImportError, match=r"\(version 9\.9\.9\) lacks evosdpa_params_init_sized.*predates the C ABI "
-                                          "of evosdpa.h 0.5.0"):
+                                          "of evosdpa.h 0.6.0"):
         _lib._bind(_FakeLibrary(None, drop=("evosdpa_params_init_sized",)), "/v010/libevosdpa.so")
 
 
@@ -163,6 +168,33 @@ def test_a_library_without_the_kv_cache_imports(monkeypatch):
                                            r"\(evosdpa_forward_workspace_size is missing; C ABI 0\.5\.0 added it\); "
                                            r"rebuild .* evosdpa 0\.5\.0 or newer"):
         _lib.forward_workspace_size(p, None)
+
+
+def test_a_library_without_variable_length_batches_imports(monkeypatch):
+    # A 0.5 library (KV cache, no cu_seqlens fields): binds, zeroes the mirror's extra bytes and runs the
+    # forward; asking for the fields of variable-length batches says which version added them.
+    def initialises(params, size):
+        p = params._obj
+        ctypes.memset(ctypes.addressof(p), 0, size)
+        p.struct_size, p.softmax_scale = size, math.nan
+        return _lib.SUCCESS
+
+    for version, refused in ((b"0.5.0", True), (b"0.5.9", True), (b"0.6.0", False), (b"0.10.0", False),
+                             (b"1.0.0-rc1", False)):
+        lib = _FakeLibrary(initialises, version=version)
+        for name in {**_lib._BACKWARD_SIGNATURES, **_lib._SERVING_SIGNATURES}:
+            setattr(lib, name, lambda *args: _lib.SUCCESS)
+        assert _lib._bind(lib, "/lib/libevosdpa.so") is lib
+        monkeypatch.setattr(_lib, "_lib", lib)
+        assert _lib.forward_workspace_size(_lib.new_params(), None)[0] == _lib.SUCCESS
+        if refused:
+            with pytest.raises(RuntimeError, match=rf"\(version {re.escape(version.decode())}\) has no variable-length "
+                                                   r"batches \(evosdpa_params_t lacks cu_seqlens_q, cu_seqlens_k, "
+                                                   r"total_q, total_k; C ABI 0\.6\.0 added it\); rebuild .* "
+                                                   r"evosdpa 0\.6\.0 or newer"):
+                _lib.require_fields("varlen")
+        else:
+            _lib.require_fields("varlen")
 
 
 def test_forward_workspace_size_from_the_c_abi():

@@ -13,7 +13,9 @@ struct KernelParams {
   const void* k;
   const void* v;
   void* o;
-  float* lse;  // nullptr when not requested; else contiguous [batch, heads_q, seqlen_q]
+  float* lse;  // nullptr when not requested; row i of (b, h) at b * lse_batch_stride + h * lse_head_stride + i
+               // (+ the sequence's q_start when packed: [heads_q, total_q])
+  int64_t lse_batch_stride, lse_head_stride;
 
   int batch;
   int heads_q;
@@ -55,6 +57,12 @@ struct KernelParams {
   // Split-KV (splitkv_sm80): parts per (sequence, K/V head), and the float32 partials when num_splits > 1.
   int num_splits;
   void* workspace;
+  // Variable-length batches (evosdpa.h): nullptr, or device int32 [batch + 1]: sequence b's rows of the
+  // packed q and o (k and v) start at cu_seqlens_q[b] (cu_seqlens_k[b]); their batch strides are then 0.
+  // Read through sequence_of() (sequence.cuh), which clamps them into [0, total_q] ([0, total_k]).
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  int total_q, total_k;
 };
 
 }  // namespace evosdpa::detail

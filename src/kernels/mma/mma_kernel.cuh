@@ -17,6 +17,7 @@
 #include "kernels/mma/mma_primitives.cuh"
 #include "kernels/mma/mma_softmax.cuh"
 #include "kernels/mma/mma_tiles.cuh"
+#include "kernels/sequence.cuh"
 
 namespace evosdpa::detail::mma_sm80 {
 
@@ -150,7 +151,7 @@ struct Kernel {
 
 template <typename T, int kIndex>
 __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>::kCfg.min_blocks_per_sm)
-    attention_kernel(const KernelParams p) {
+    attention_kernel(const KernelParams params) {
   using K = Kernel<T, kIndex>;
   constexpr int D = K::kD;
   constexpr int kBM = K::kBM;
@@ -164,8 +165,17 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
   const uint32_t sV0 = sK0 + 2 * kBN * D * 2;
   constexpr uint32_t kKVTileBytes = kBN * D * 2;
 
-  const BlockCoords bc = block_coords(p, kBM);
+  const BlockCoords bc = block_coords(params, kBM);
   const int q0 = bc.q_block * kBM;
+  // The block's sequence (sequence.cuh): the rest of the kernel sees its queries, keys and diagonal as
+  // seqlen_q, seqlen_k and causal_offset. Blocks past a shorter sequence's end (packed batches, whose grid
+  // follows the longest) have no row to compute.
+  const Sequence seq = sequence_of(params, bc.b);
+  if (q0 >= seq.len_q) return;
+  KernelParams p = params;
+  p.seqlen_q = seq.len_q;
+  p.seqlen_k = seq.len_k;
+  p.causal_offset = seq.causal_offset;
   const int h_kv = bc.h / p.kv_group;
 
   const int tid = threadIdx.x;
@@ -174,9 +184,11 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
   const int warp_row0 = warp * K::kWarpRows;
 
   const T* q_tile = static_cast<const T*>(p.q) + bc.b * p.q_batch_stride + bc.h * p.q_head_stride +
-                    static_cast<int64_t>(q0) * p.q_seq_stride;
-  const T* k_head = static_cast<const T*>(p.k) + bc.b * p.k_batch_stride + h_kv * p.k_head_stride;
-  const T* v_head = static_cast<const T*>(p.v) + bc.b * p.v_batch_stride + h_kv * p.v_head_stride;
+                    (static_cast<int64_t>(seq.q_start) + q0) * p.q_seq_stride;
+  const T* k_head = static_cast<const T*>(p.k) + bc.b * p.k_batch_stride + h_kv * p.k_head_stride +
+                    static_cast<int64_t>(seq.k_start) * p.k_seq_stride;
+  const T* v_head = static_cast<const T*>(p.v) + bc.b * p.v_batch_stride + h_kv * p.v_head_stride +
+                    static_cast<int64_t>(seq.k_start) * p.v_seq_stride;
 
   // Keys this block can see: all of them, or up to the causal diagonal of its last valid row.
   int kv_end = p.seqlen_k;
@@ -261,11 +273,12 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
   }
   __syncthreads();  // Q tile reads (and any in-flight copies into it) are over before it stages O
   // Output addresses are derived here, not before the K/V loop: kept live across it they were spilled.
-  const BlockCoords out = block_coords(p, kBM);
+  const BlockCoords out = block_coords(params, kBM);
+  const int64_t out_start = sequence_of(params, out.b).q_start;
   T* o_tile = static_cast<T*>(p.o) + out.b * p.o_batch_stride + out.h * p.o_head_stride +
-              static_cast<int64_t>(out.q_block) * kBM * p.o_seq_stride;
-  float* lse_rows = p.lse != nullptr ? p.lse + (static_cast<int64_t>(out.b) * p.heads_q + out.h) * p.seqlen_q
-                                     : nullptr;
+              (out_start + static_cast<int64_t>(out.q_block) * kBM) * p.o_seq_stride;
+  float* lse_rows =
+      p.lse != nullptr ? p.lse + out.b * p.lse_batch_stride + out.h * p.lse_head_stride + out_start : nullptr;
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
     store_output<T, D>(o[mt], m[mt], l[mt], smem, p, o_tile, lse_rows, out.q_block * kBM,

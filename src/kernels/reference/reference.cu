@@ -16,6 +16,7 @@
 #include "kernels/dtype_dispatch.cuh"
 #include "kernels/family.hpp"
 #include "kernels/reference/reference_math.cuh"
+#include "kernels/sequence.cuh"
 
 #ifndef EVOSDPA_CUDA_ARCHS
 #error "EVOSDPA_CUDA_ARCHS (the CUDA targets this family's kernels are compiled for) is set by src/sources.cmake"
@@ -29,8 +30,8 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPerLane = kMaxHeadDim / 32;
 constexpr long long kMaxGridX = INT32_MAX;
 
-// The kernel keeps token indices in ints: i + causal_offset + 1 (the causal key bound, with i < seqlen_q
-// and causal_offset = seqlen_k - seqlen_q or 0) stays within EVOSDPA_MAX_SEQLEN + 1.
+// The kernel keeps token indices in ints: i + causal_offset + 1 (the causal key bound, with i < len_q
+// and causal_offset = len_k - len_q or 0) stays within EVOSDPA_MAX_SEQLEN + 1.
 static_assert(EVOSDPA_MAX_SEQLEN + 1 <= INT32_MAX, "EVOSDPA_MAX_SEQLEN overflows the reference kernel's int indices");
 
 using reference::from_float;
@@ -60,11 +61,15 @@ __global__ void reference_kernel(const KernelParams p) {
   const int h = static_cast<int>((row_id / p.seqlen_q) % p.heads_q);
   const int b = static_cast<int>(row_id / (static_cast<long long>(p.seqlen_q) * p.heads_q));
   const int h_kv = h / p.kv_group;
+  // The sequence's own rows (packed or padded), keys and diagonal; rows past its end are padding.
+  const Sequence seq = sequence_of(p, b);
+  if (i >= seq.len_q) return;
+  const int64_t q_at = seq.q_start + i;
 
-  const T* q_row = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + i * p.q_seq_stride;
+  const T* q_row = static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride + q_at * p.q_seq_stride;
   const T* k_head = static_cast<const T*>(p.k) + h_kv * p.k_head_stride;
   const T* v_head = static_cast<const T*>(p.v) + h_kv * p.v_head_stride;
-  TO* o_row = static_cast<TO*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + i * p.o_seq_stride;
+  TO* o_row = static_cast<TO*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride + q_at * p.o_seq_stride;
   float q_descale = 1.f, k_descale = 1.f, v_descale = 1.f;
   if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) {
     const int64_t at = b * p.descale_batch_stride + h_kv * p.descale_head_stride;
@@ -73,15 +78,12 @@ __global__ void reference_kernel(const KernelParams p) {
     v_descale = p.v_descale[at];
   }
 
-  // A KV cache: the sequence's own key count, and with it the bottom-right diagonal.
-  const int seq_keys = p.seqused_k != nullptr ? min(max(p.seqused_k[b], 0), p.seqlen_k) : p.seqlen_k;
-  const int causal_offset = p.seqused_k != nullptr && p.causal_bottom_right ? seq_keys - p.seqlen_q : p.causal_offset;
-  int kv_end = seq_keys;
-  if (p.causal) kv_end = max(0, min(kv_end, i + causal_offset + 1));
-  // Key j's row in K (in V at v's strides): batch b's, or its page's; a page index outside
+  int kv_end = seq.len_k;
+  if (p.causal) kv_end = max(0, min(kv_end, i + seq.causal_offset + 1));
+  // Key j's row in K (in V at v's strides): the sequence's, or its page's; a page index outside
   // [0, num_pages) masks its keys.
   const auto key_offset = [&](int j, int64_t batch_stride, int64_t seq_stride) -> int64_t {
-    if (p.page_table == nullptr) return b * batch_stride + static_cast<int64_t>(j) * seq_stride;
+    if (p.page_table == nullptr) return b * batch_stride + (seq.k_start + static_cast<int64_t>(j)) * seq_stride;
     const int page = p.page_table[b * p.page_table_batch_stride + j / p.page_size];
     if (page < 0 || page >= p.num_pages) return -1;
     return page * batch_stride + static_cast<int64_t>(j % p.page_size) * seq_stride;
@@ -121,7 +123,8 @@ __global__ void reference_kernel(const KernelParams p) {
     const int d = lane + 32 * t;
     if (d < head_dim) o_row[d] = from_float<TO>(acc[t] * inv);
   }
-  if (p.lse != nullptr && lane == 0) p.lse[row_id] = sum > 0.f ? row_max + logf(sum) : -INFINITY;
+  if (p.lse != nullptr && lane == 0)
+    p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + q_at] = sum > 0.f ? row_max + logf(sum) : -INFINITY;
 }
 
 template <typename T, typename TO>

@@ -31,6 +31,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
                                                         : "dtype " + std::to_string(static_cast<int>(p.dtype)) + " (fp16, bf16)");
   const int row = splitkv::config_index(static_cast<int>(p.head_dim));
   if (row < 0) return refuse("no configuration for head_dim " + std::to_string(p.head_dim));
+  if (const Check c = check_no_varlen(p); !c.ok()) return refuse(c.message);
   const splitkv::SplitKvConfig& cfg = splitkv::kConfigs[row];
   const long long smem = cfg.smem_bytes(static_cast<int>(evosdpa_dtype_size(p.dtype)));
   if (smem > dev.max_smem_per_block_optin)
@@ -74,9 +75,12 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return s;
 }
 
-// Decoding shapes (issue 12's: 1 to 16 new tokens per sequence, whatever the group) and KV caches,
-// which no other fast family serves.
-bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo&) { return uses_kv_cache(p) || p.seqlen_q <= kDecodeRows; }
+// Decoding shapes (issue 12's: 1 to 16 new tokens per sequence, whatever the group) and paged caches,
+// which no other fast family serves. Longer rows against a dense cache with seqused_k (a chunk of
+// prefill) go to the dense kernels, whose tiles are built for them.
+bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo&) {
+  return p.page_table != nullptr || p.seqlen_q <= kDecodeRows;
+}
 
 }  // namespace
 

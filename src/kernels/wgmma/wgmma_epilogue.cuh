@@ -32,11 +32,28 @@ __device__ __forceinline__ float lse_of(float m, float l) {
   return l > 0.f ? (m + __log2f(l)) * 0.6931471805599453f : -INFINITY;
 }
 __device__ __forceinline__ float* lse_row(const KernelParams& p, const Work& w, int row) {
-  return p.lse + (static_cast<int64_t>(w.batch) * p.heads_q + w.head) * p.seqlen_q + row;
+  return p.lse + w.batch * p.lse_batch_stride + w.head * p.lse_head_stride + w.q_start + row;
 }
 
 __device__ __forceinline__ void store_lse(const KernelParams& p, const Work& w, int row, int lane, float m, float l) {
-  if (p.lse != nullptr && (lane & 3) == 0 && row < p.seqlen_q) *lse_row(p, w, row) = lse_of(m, l);
+  if (p.lse != nullptr && (lane & 3) == 0 && row < w.len_q) *lse_row(p, w, row) = lse_of(m, l);
+}
+
+// Packed queries, a sequence's last block: TMA would clip the store at total_q, not at the sequence's
+// end, and write over the next sequence's rows; the warpgroup copies its staged rows (rows_at: their 64 x 128-byte blocks, swizzled
+// as st_shared put them) to global memory itself, 16 bytes per thread and step, rows past the end left
+// out. 16-bit O only (FP8 inputs are refused with packed queries).
+template <typename T, int D, int kBlockBytes>
+__device__ __forceinline__ void copy_rows_out(const KernelParams& p, const Work& w, uint32_t rows_at, int row0, int t) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks of a row
+  T* const out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride +
+                 (static_cast<int64_t>(w.q_start) + row0) * p.o_seq_stride;
+  const int rows = min(64, w.len_q - row0);
+  for (int i = t; i < rows * kChunks; i += 128) {
+    const int row = i / kChunks, c = i % kChunks;
+    const uint4 v = ld_shared_u4(rows_at + (c / 8) * kBlockBytes + row * 128 + (((c % 8) ^ (row % 8)) * 16));
+    *reinterpret_cast<uint4*>(out + row * p.o_seq_stride + 8 * c) = v;
+  }
 }
 
 // O through shared memory: the warpgroup writes its rows into the item's Q buffer (Q's swizzled layout,
@@ -91,11 +108,22 @@ struct StoreEpilogue {
         st_shared(rows + (c / 8) * kBlockBytes + row * 128 + (((c % 8) ^ (lane / 4)) * 16) + 4 * (lane & 3), pair);
       }
     }
+    const int row0 = w.q0 + 64 * at;  // the warpgroup's first row in its sequence
+    if constexpr (!kCfg.fp8) {
+      // Packed queries: the 64 rows of a sequence's last block may run into the next sequence.
+      if (p.cu_seqlens_q != nullptr && row0 + 64 > w.len_q) {
+        named_sync_warpgroup(kCfg.consumers + 1 + consumer);
+        if (row0 < w.len_q) copy_rows_out<T, D, kBlockBytes>(p, w, rows, row0, t);
+        named_sync_warpgroup(kCfg.consumers + 1 + consumer);  // every read of the buffer is done
+        if (t == 0) pending = q_buf;  // released at the next first_s_done, as after a TMA store
+        return;
+      }
+    }
     fence_async_shared();
     named_sync_warpgroup(kCfg.consumers + 1 + consumer);  // ids after the pingpong's 1..consumers
     if (t == 0) {
       for (int b = 0; b < D / 64; ++b)
-        tma_store(to, rows + b * kBlockBytes, 64 * b, w.q0 + 64 * at, w.head, w.batch);
+        tma_store(to, rows + b * kBlockBytes, 64 * b, w.q_start + row0, w.head, q_map_batch(p, w));
       bulk_commit();
       pending = q_buf;
     }

@@ -36,7 +36,10 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const bool fp8 = p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3;
   if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16 && !fp8)
     return refuse(who + "dtype " + std::to_string(static_cast<int>(p.dtype)) + " (fp16, bf16, FP8 E4M3)");
-  if (const Check c = check_no_kv_cache(p); !c.ok()) return refuse(who + c.message);
+  // FP8 rows: padded batches of the call's lengths only (their registers have no room for per-sequence
+  // ones, and packed queries leave through the threads' own stores, which their O staging does not have).
+  if (const Check c = fp8 ? check_no_kv_cache(p) : check_no_page_table(p); !c.ok()) return refuse(who + c.message);
+  if (fp8 && uses_varlen(p)) return refuse(who + "variable-length batches take fp16 or bf16 inputs");
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   const int variant = choice.row;
   if (variant < 0)

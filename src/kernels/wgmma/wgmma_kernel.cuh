@@ -37,37 +37,47 @@ namespace evosdpa::detail::wgmma_sm90 {
 // ---- the CTA's plan and its items' Work in shared memory ---------------------------------------------
 template <int kIndex>
 __device__ __forceinline__ void write_work(const Smem<kIndex>& sm, int buf, const Work& w) {
-  const int fields[Work::kFields] = {w.q0, w.head, w.batch, w.t0, w.n_tiles, w.kv_head};
+  const int fields[Work::kFields] = {w.q0,    w.head,    w.batch, w.t0,  w.n_tiles,      w.kv_head,
+                                     w.q_start, w.k_start, w.len_q, w.len_k, w.causal_offset};
 #pragma unroll
   for (int f = 0; f < Work::kFields; ++f) st_shared(sm.work(buf, f), static_cast<uint32_t>(fields[f]));
 }
 
+// FP8 rows serve padded batches without seqused_k only (supports()): their sequences' rows, lengths and
+// diagonal are the call's, read from the parameter bank rather than from shared memory into registers
+// kept through the loops (8 bytes spilled otherwise).
 template <int kIndex>
-__device__ __forceinline__ Work read_work(const Smem<kIndex>& sm, int buf) {
+__device__ __forceinline__ Work read_work(const KernelParams& p, const Smem<kIndex>& sm, int buf) {
   int f[Work::kFields];
 #pragma unroll
   for (int i = 0; i < Work::kFields; ++i) f[i] = static_cast<int>(ld_shared_u32(sm.work(buf, i)));
-  return {f[0], f[1], f[2], f[3], f[4], f[5]};
+  if constexpr (kConfigs[kIndex].fp8) return {f[0], f[1], f[2], f[3], f[4], f[5], 0, 0, p.seqlen_q, p.seqlen_k, p.causal_offset};
+  return {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10]};
 }
 
 // ---- TMA loads ----------------------------------------------------------------------------------
 // Q of Work w into buffer `buf`, completing on its q_full.
 template <int kIndex>
-__device__ __forceinline__ void issue_q(const CUtensorMap* tq, const Smem<kIndex>& sm, int buf, const Work& w) {
+__device__ __forceinline__ void issue_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm, int buf,
+                                        const Work& w) {
   mbar_expect_tx(sm.q_full(buf), Smem<kIndex>::kQBytes);
   for (int b = 0; b < Smem<kIndex>::kDBlocks; ++b)
-    tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), Smem<kIndex>::kBlockCols * b, w.q0,
-             w.head, w.batch);
+    tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), Smem<kIndex>::kBlockCols * b,
+             w.q_start + w.q0, w.head, q_map_batch(p, w));
 }
 
 // Tile t of Work w's keys or values (`map`) into the ring buffer at `dst`, completing on `full`.
+// Packed keys: the rows past the sequence's end are the next sequence's (or TMA's zeros past total_k);
+// their scores are masked, so their P is 0.
 template <int kIndex>
-__device__ __forceinline__ void issue_kv(const CUtensorMap* map, uint32_t dst, uint32_t full, const Work& w, int t) {
+__device__ __forceinline__ void issue_kv(const CUtensorMap* map, const KernelParams& p, uint32_t dst, uint32_t full,
+                                         const Work& w, int t) {
   using S = Smem<kIndex>;
   constexpr int kBlockN = kConfigs[kIndex].block_n;
   mbar_expect_tx(full, S::kTileBytes);
   for (int b = 0; b < S::kDBlocks; ++b)
-    tma_load(dst + b * kBlockN * 128, map, full, S::kBlockCols * b, (w.t0 + t) * kBlockN, w.kv_head, w.batch);
+    tma_load(dst + b * kBlockN * 128, map, full, S::kBlockCols * b, w.k_start + (w.t0 + t) * kBlockN, w.kv_head,
+             k_map_batch(p, w));
 }
 
 // ---- the CTA's plan ---------------------------------------------------------------------------------
@@ -91,8 +101,8 @@ __device__ __forceinline__ void plan_cta(const CUtensorMap* tq, const CUtensorMa
   if (items > 0) {
     const Work w = Schedule::item(p, g, 0);
     write_work(sm, 0, w);
-    issue_q(tq, sm, 0, w);
-    if (w.n_tiles > 0) issue_kv<kIndex>(tk, sm.k(0), sm.k_full(0), w, 0);
+    issue_q(tq, p, sm, 0, w);
+    if (w.n_tiles > 0) issue_kv<kIndex>(tk, p, sm.k(0), sm.k_full(0), w, 0);
     // Searched from the end: summing every item's tiles first held the consumers back from their first
     // item (causal D=64 L=512-1024, ~31 items per CTA: 4% of the run).
     while (last > 0 && Schedule::item(p, g, last).n_tiles == 0) --last;
@@ -115,12 +125,13 @@ __device__ __forceinline__ int cta_items(const Smem<kIndex>& sm) {
 // read it once q_full completes (the arrival releases the stores), instead of each computing the item
 // (the causal order's arithmetic on their critical path between items).
 template <int kIndex>
-__device__ __forceinline__ void load_q(const CUtensorMap* tq, const Smem<kIndex>& sm, int iter, const Work& w) {
+__device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm, int iter,
+                                       const Work& w) {
   constexpr int kBuffers = TileConfig::kQBuffers;
   const int buf = iter % kBuffers;
   if (iter >= kBuffers) mbar_wait(sm.q_empty(buf), (iter / kBuffers - 1) & 1);
   write_work(sm, buf, w);
-  issue_q(tq, sm, buf, w);
+  issue_q(tq, p, sm, buf, w);
 }
 
 // For each work item: its K and V tiles through the ring, whose position carries on from one item to the
@@ -135,7 +146,7 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
   int tiles = 0;                                   // K/V tiles loaded so far
   const int items = cta_items<Schedule>(sm);
   if (items == 0) return;
-  Work next = read_work(sm, 0);
+  Work next = read_work(p, sm, 0);
   for (int iter = 0; iter < items; ++iter) {
     const Work w = next;
     const bool ahead = iter + 1 < items;
@@ -146,18 +157,18 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
     const int q_after = min(kCfg.stages, w.n_tiles) - 1;
     const auto load_next_q = [&] {
       next = Schedule::item(p, g, iter + 1);
-      load_q(tq, sm, iter + 1, next);
+      load_q(tq, p, sm, iter + 1, next);
     };
     if (w.n_tiles == 0 && ahead) load_next_q();
     const auto load_k = [&](int t) {
       const int c = tiles + t, s = c % kCfg.stages;  // ring position and stage
       if (c >= kCfg.stages) mbar_wait(sm.k_empty(s), (c / kCfg.stages - 1) & 1);  // the phase that freed s
-      issue_kv<kIndex>(tk, sm.k(s), sm.k_full(s), w, t);
+      issue_kv<kIndex>(tk, p, sm.k(s), sm.k_full(s), w, t);
     };
     const auto load_v = [&](int t) {
       const int c = tiles + t, s = c % kCfg.stages;
       if (c >= kCfg.stages) mbar_wait(sm.v_empty(s), (c / kCfg.stages - 1) & 1);
-      issue_kv<kIndex>(tv, sm.v(s), sm.v_full(s), w, t);
+      issue_kv<kIndex>(tv, p, sm.v(s), sm.v_full(s), w, t);
     };
     // split_keys: K of tile t goes out before V of tile t - 1, which is needed only after S_{t-1}'s
     // softmax, so that the next consumer's first K tile is not behind a V: (1,8,512,128) 10.9 -> 9.8 us
@@ -240,18 +251,19 @@ __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem
 // The thread's accumulator element i of an m64nN wgmma sits in row 16*warp + lane/4 + 8*((i>>1)&1) and
 // column 8*(i>>2) + 2*(lane%4) + (i&1) of its warpgroup's 64 x N tile.
 
-// Scores of keys a row may not see become -inf: keys past seqlen_k (TMA filled them with zeros) and,
-// with a causal mask, keys past the row's diagonal. Per row the last key it sees, less the tile's first
-// key and the lane's column offset, leaves one compare with a constant per score (the per-score key and
-// row arithmetic was 227 instructions per masked tile at D=64, 128 now).
+// Scores of keys a row may not see become -inf: keys past the sequence's end (TMA's zeros past seqlen_k,
+// or a packed batch's next sequence) and, with a causal mask, keys past the row's diagonal. Per row the
+// last key it sees, less the tile's first key and the lane's column offset, leaves one compare with a
+// constant per score (the per-score key and row arithmetic was 227 instructions per masked tile at
+// D=64, 128 now).
 template <int kBlockN>
-__device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelParams& p, int key0, int row_lo,
-                                          int lane) {
+__device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelParams& p, const Work& w, int key0,
+                                          int row_lo, int lane) {
   int limit[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    int last = p.seqlen_k - 1;
-    if (p.causal) last = min(last, row_lo + 8 * r + p.causal_offset);
+    int last = w.len_k - 1;
+    if (p.causal) last = min(last, row_lo + 8 * r + w.causal_offset);
     limit[r] = last - key0 - 2 * (lane & 3);
   }
 #pragma unroll
@@ -405,27 +417,27 @@ __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 
 // Mask S_j and run its softmax in the log2 domain (O's rescale is left to the caller). scale_log2: the
 // scores' scale times log2(e) (with FP8 inputs times q_descale * k_descale).
 template <int kBlockN, typename Form>
-__device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, float scale_log2,
-                                                int key0, int row0, int row_lo, int lane, float (&m)[2], float (&l)[2],
-                                                float (&alpha)[2]) {
-  const bool masked = key0 + kBlockN > p.seqlen_k || (p.causal && key0 + kBlockN - 1 > row0 + p.causal_offset);
+__device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
+                                                float scale_log2, int key0, int row0, int row_lo, int lane,
+                                                float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+  const bool masked = key0 + kBlockN > w.len_k || (p.causal && key0 + kBlockN - 1 > row0 + w.causal_offset);
   if (scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
-    if (masked) mask_tile<kBlockN>(sc, p, key0, row_lo, lane);
+    if (masked) mask_tile<kBlockN>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, true, Form>(sc, scale_log2, m, l, alpha);
   } else {  // scale first: -inf (mask) times a negative or zero scale would be +inf or NaN
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= scale_log2;
-    if (masked) mask_tile<kBlockN>(sc, p, key0, row_lo, lane);
+    if (masked) mask_tile<kBlockN>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   }
 }
 
-// How many of the item's tiles (from t0 on) a warpgroup's 64 rows need: none if they all lie past
-// seqlen_q (the last item's padding), else those up to its last row's diagonal (causal) or all of them.
+// How many of the item's tiles (from t0 on) a warpgroup's 64 rows need: none if they all lie past the
+// sequence's end (the last item's padding), else those up to its last row's diagonal (causal) or all.
 __device__ __forceinline__ int warpgroup_tiles(const KernelParams& p, const Work& w, int row0, int block_n) {
-  if (row0 >= p.seqlen_q) return 0;
-  int keys = p.seqlen_k;
-  if (p.causal) keys = min(keys, max(0, min(row0 + 64, p.seqlen_q) + p.causal_offset));
+  if (row0 >= w.len_q) return 0;
+  int keys = w.len_k;
+  if (p.causal) keys = min(keys, max(0, min(row0 + 64, w.len_q) + w.causal_offset));
   return max(0, min(w.n_tiles, (keys + block_n - 1) / block_n - w.t0));
 }
 
@@ -518,7 +530,7 @@ __device__ __forceinline__ void finish_rows(float (&o)[N], float (&m)[2], float 
 // second runs, the softmax of S_j; then rescale O and turn S_j into the fragments P_j. Tile 0 (no P.V
 // yet) and the last P.V are peeled off the loop: wgmma issues and waits under a condition make ptxas
 // serialise every wgmma (C7518, "compiler-inserted WG.DP in divergent path"). With a row split, a
-// warpgroup whose rows need fewer tiles than the item (the causal diagonal, rows past seqlen_q) skips
+// warpgroup whose rows need fewer tiles than the item (the causal diagonal, rows past the sequence's end) skips
 // the turns of the others (at D=64, 192-row items, L=512: a quarter of the causal work, a ninth of the
 // non-causal); with split_keys the turns follow the tiles, each taken by the tile's consumer. `tiles` is
 // the ring position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last
@@ -575,7 +587,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
-  scores_to_probs<BN, Form>(sc, p, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
+  scores_to_probs<BN, Form>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
   for (int k = 1; k < run.count; ++k) {
@@ -591,7 +603,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     if (!keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    scores_to_probs<BN, Form>(sc, p, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs<BN, Form>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);
@@ -628,7 +640,7 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consum
   for (int iter = 0; iter < items; ++iter) {
     const int buf = iter % TileConfig::kQBuffers;
     mbar_wait(sm.q_full(buf), (iter / TileConfig::kQBuffers) & 1);
-    const Work w = read_work(sm, buf);
+    const Work w = read_work(p, sm, buf);
     float scale_log2 = p.scale_log2, v_descale = 1.f;
     if constexpr (kFp8) {
       const int64_t at = w.batch * p.descale_batch_stride + w.kv_head * p.descale_head_stride;

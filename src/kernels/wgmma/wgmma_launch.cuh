@@ -69,27 +69,32 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
                                       : p.o_dtype == EVOSDPA_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                                             : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const int heads_kv = p.heads_q / p.kv_group;
+  // Packed sequences are one batch entry of total rows, which the kernel addresses from each sequence's
+  // first row (q_map_batch, k_map_batch).
+  const bool packed_q = p.cu_seqlens_q != nullptr, packed_k = p.cu_seqlens_k != nullptr;
+  const int64_t q_batches = packed_q ? 1 : p.batch, q_rows = packed_q ? p.total_q : p.seqlen_q;
+  const int64_t k_batches = packed_k ? 1 : p.batch, k_rows = packed_k ? p.total_k : p.seqlen_k;
   CUtensorMap tq, tk, tv, to;
   cudaError_t err = encode_tensor_map(
-      tq, {p.q, p.batch, p.heads_q, p.seqlen_q, p.head_dim, p.q_batch_stride, p.q_head_stride, p.q_seq_stride},
+      tq, {p.q, q_batches, p.heads_q, q_rows, p.head_dim, p.q_batch_stride, p.q_head_stride, p.q_seq_stride},
       dtype, cfg.block_m(), cfg.row_bytes());
-  // O is stored by each consumer warpgroup: boxes of its 64 rows.
+  // O is stored by each consumer warpgroup: boxes of its 64 rows (packed rows are copied by the threads).
   if (err == cudaSuccess)
     err = encode_tensor_map(
-        to, {p.o, p.batch, p.heads_q, p.seqlen_q, p.head_dim, p.o_batch_stride, p.o_head_stride, p.o_seq_stride},
+        to, {p.o, q_batches, p.heads_q, q_rows, p.head_dim, p.o_batch_stride, p.o_head_stride, p.o_seq_stride},
         o_dtype, 64);
   if (err != cudaSuccess) return err;
-  if (p.seqlen_k > 0) {
+  if (k_rows > 0) {
     err = encode_tensor_map(
-        tk, {p.k, p.batch, heads_kv, p.seqlen_k, p.head_dim, p.k_batch_stride, p.k_head_stride, p.k_seq_stride},
+        tk, {p.k, k_batches, heads_kv, k_rows, p.head_dim, p.k_batch_stride, p.k_head_stride, p.k_seq_stride},
         dtype, cfg.block_n, cfg.row_bytes());
     if (err == cudaSuccess)
       err = encode_tensor_map(
-          tv, {p.v, p.batch, heads_kv, p.seqlen_k, p.head_dim, p.v_batch_stride, p.v_head_stride, p.v_seq_stride},
+          tv, {p.v, k_batches, heads_kv, k_rows, p.head_dim, p.v_batch_stride, p.v_head_stride, p.v_seq_stride},
           dtype, cfg.block_n, cfg.row_bytes());
     if (err != cudaSuccess) return err;
   } else {
-    tk = tv = tq;  // no key tile is loaded when seqlen_k = 0 (a map of an empty tensor cannot be encoded)
+    tk = tv = tq;  // no key tile is loaded without keys (a map of an empty tensor cannot be encoded)
   }
   constexpr int smem = cfg.smem_bytes();
   int device = 0, sms = 0;

@@ -59,7 +59,8 @@ struct MergeEpilogue {
     mbar_wait(sm.merge_full(), 0);
 
     // The owned rows, 4 columns per step, consecutive threads along a row.
-    T* const out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride;
+    T* const out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride +
+                   static_cast<int64_t>(w.q_start) * p.o_seq_stride;
     for (int idx = threadIdx.x - 128; idx < slice * (D / 4); idx += 128 * kCfg.consumers) {
       const int r = idx / (D / 4), col = 4 * (idx % (D / 4));
       float ms[kMaxSplits], weight[kMaxSplits];
@@ -82,7 +83,7 @@ struct MergeEpilogue {
           acc.x += f * v.x, acc.y += f * v.y, acc.z += f * v.z, acc.w += f * v.w;
         }
       const int q = w.q0 + rank * slice + r;
-      if (q < p.seqlen_q) {
+      if (q < w.len_q) {
         *reinterpret_cast<uint2*>(out + q * p.o_seq_stride + col) =
             make_uint2(pack2<T>(acc.x, acc.y), pack2<T>(acc.z, acc.w));
         if (p.lse != nullptr && col == 0) *lse_row(p, w, q) = lse_of(base, sum);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/kernel_params.hpp"
+#include "kernels/sequence.cuh"
 #include "kernels/wgmma/fast_div.hpp"
 #include "kernels/wgmma/wgmma_geometry.hpp"
 #include "kernels/wgmma/ptx.cuh"
@@ -22,12 +23,23 @@ struct Shape {
 };
 
 // One work item: block_m query rows of one (batch, head), and the K/V tiles t0 .. t0 + n_tiles - 1 it
-// runs over (causal: none past the last row's diagonal).
+// runs over (causal: none past the last row's diagonal). Rows and keys count from the start of the
+// item's sequence (sequence.cuh), whose first rows in the packed tensors are q_start and k_start (0 when
+// padded); an item past its sequence's end (packed batches, whose grid follows the longest) has no tile
+// and stores no row.
 struct Work {
   int q0, head, batch, t0, n_tiles;
-  int kv_head;  // head's K/V head (grouped-query heads)
-  static constexpr int kFields = 6;
+  int kv_head;        // head's K/V head (grouped-query heads)
+  int q_start, k_start;
+  int len_q, len_k;   // the sequence's queries and keys
+  int causal_offset;  // with a causal mask, query i sees key j <= i + causal_offset
+  static constexpr int kFields = 11;
 };
+
+// TMA coordinates of a sequence's rows: its batch entry of a padded tensor, or (packed) rows start ..
+// of the single one.
+__device__ __forceinline__ int q_map_batch(const KernelParams& p, const Work& w) { return p.cu_seqlens_q != nullptr ? 0 : w.batch; }
+__device__ __forceinline__ int k_map_batch(const KernelParams& p, const Work& w) { return p.cu_seqlens_k != nullptr ? 0 : w.batch; }
 
 // Query block qb of flattened head bh, with all the tiles its rows see.
 template <int kIndex>
@@ -39,9 +51,18 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
   w.batch = bh.quot;
   w.head = bh.rem;
   w.kv_head = g.kv_group.div(w.head);
+  // FP8 rows serve padded batches of the call's lengths only (supports()): no per-sequence arithmetic in
+  // their producer's few registers (8 bytes spilled with it).
+  const Sequence seq = kConfigs[kIndex].fp8 ? Sequence{0, 0, p.seqlen_q, p.seqlen_k, p.causal_offset}
+                                            : sequence_of(p, w.batch);
+  w.q_start = seq.q_start;
+  w.k_start = seq.k_start;
+  w.len_q = seq.len_q;
+  w.len_k = seq.len_k;
+  w.causal_offset = seq.causal_offset;
   w.t0 = 0;
-  int keys = p.seqlen_k;
-  if (p.causal) keys = min(keys, max(0, min(w.q0 + BM, p.seqlen_q) + p.causal_offset));
+  int keys = w.q0 < w.len_q ? w.len_k : 0;
+  if (p.causal) keys = min(keys, max(0, min(w.q0 + BM, w.len_q) + w.causal_offset));
   w.n_tiles = (keys + BN - 1) / BN;
   return w;
 }

@@ -1,0 +1,39 @@
+// One sequence of a batch as the kernels see it: where its rows start in q/o and k/v, how many queries
+// and keys it has, and where its causal diagonal lies. Padded batches have every sequence at row 0 of
+// its batch entry with seqlen_q queries and seqlen_k keys; packed ones (cu_seqlens_*) start where the
+// offsets say; seqused_k shortens the keys. Every value read from device memory is clamped, so that no
+// index leaves the tensors whatever the arrays hold (evosdpa.h, "Variable-length batches").
+#pragma once
+
+#include "kernels/kernel_params.hpp"
+#include "kernels/rtc_std.hpp"
+
+namespace evosdpa::detail {
+
+struct Sequence {
+  int q_start;  // its first row in q, o (and, packed, the lse): 0 unless cu_seqlens_q
+  int k_start;  // its first row in k, v: 0 unless cu_seqlens_k
+  int len_q;    // its queries, <= seqlen_q
+  int len_k;    // its keys, <= seqlen_k
+  // With p.causal, query i sees key j when j <= i + causal_offset: 0 top-left, len_k - len_q bottom-right.
+  int causal_offset;
+};
+
+// Rows [start, start + len) of a packed run of `total` rows from offsets cu[b], cu[b + 1], with len at
+// most `longest`.
+__device__ __forceinline__ void packed_rows(const int32_t* cu, int b, int total, int longest, int& start, int& len) {
+  start = min(max(cu[b], 0), total);
+  const int end = min(max(cu[b + 1], start), total);
+  len = min(end - start, longest);
+}
+
+__device__ __forceinline__ Sequence sequence_of(const KernelParams& p, int b) {
+  Sequence s{0, 0, p.seqlen_q, p.seqlen_k, 0};
+  if (p.cu_seqlens_q != nullptr) packed_rows(p.cu_seqlens_q, b, p.total_q, p.seqlen_q, s.q_start, s.len_q);
+  if (p.cu_seqlens_k != nullptr) packed_rows(p.cu_seqlens_k, b, p.total_k, p.seqlen_k, s.k_start, s.len_k);
+  if (p.seqused_k != nullptr) s.len_k = min(s.len_k, max(p.seqused_k[b], 0));
+  s.causal_offset = p.causal_bottom_right ? s.len_k - s.len_q : 0;
+  return s;
+}
+
+}  // namespace evosdpa::detail
