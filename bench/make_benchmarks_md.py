@@ -3,8 +3,8 @@
     python3 bench/make_benchmarks_md.py RESULTS_DIR [--out docs/benchmarks.md] [--plot docs/benchmarks.png]
 RESULTS_DIR holds what scripts/benchmarks.sh writes: acc.json, peers.json, acc-graph.json, peers-graph.json,
 fa3.json, peers-fa3.json and fa3-fp8.json (forward); fa3-bwd-{deterministic,fast}-{fp16,bf16}.json and
-peers-fa3-bwd.json (backward); decode.json (bench/decode_bench.py: decode against a KV cache). A section
-whose files are missing is left out. The plot needs matplotlib; without it the table is still written.
+peers-fa3-bwd.json (backward); decode.json (bench/decode_bench.py: decode against a KV cache); varlen.json
+(bench/varlen_bench.py: packed prefill). A section whose files are missing is left out. The plot needs matplotlib; without it the table is still written.
 """
 import argparse
 import json
@@ -168,6 +168,49 @@ def decode_section(dec):
     return out
 
 
+def varlen_section(var):
+    """Packed prefill (bench/varlen_bench.py's varlen.json): one table per dtype."""
+    out = ["## Variable-length (packed) prefill", "",
+           f"`evosdpa.attention_varlen` (kernel `{var['kernel']}`) beside `evosdpa.attention` on the same "
+           f"{var['total_tokens']} tokens, H {var['heads']} (query and K/V heads). dense: B sequences of L tokens as "
+           "a [B, L, H, D] batch; equal: the same tokens packed with cu_seqlens 0, L, 2L, … (equal work); mixed: B "
+           f"sequences of lengths drawn between L/4 and 7L/4 (seed {var['mixed_seed']}) summing to the same total. "
+           "TFLOP/s = 4 × D × H × the (query, key) pairs computed (n² per sequence, n (n + 1) / 2 causal) / median "
+           "time; ratio = TFLOP/s over dense's at the same point. Warm L2, GPU time (CUDA events, a GPU-side spin "
+           f"hiding host launch overhead), median of {var['iters']} runs; every output checked against PyTorch's "
+           f"math backend in float32 per sequence (max abs error ≤ {var['tolerance']:g}). Issue 12 asks equal work "
+           f"within 5% of dense (ratio ≥ {var['equal_target']:g}).", ""]
+    for dt in ("fp16", "bf16"):
+        rows = [r for r in var["results"] if r["dtype"] == dt]
+        if not rows:
+            continue
+        titles = ["D", "causal", "L", "B", "dense µs", "TFLOP/s", "equal µs", "TFLOP/s", "ratio", "mixed µs",
+                  "TFLOP/s", "ratio", "verify"]
+        lines = ["| " + " | ".join(titles) + " |", "|" + "---:|" * (len(titles) - 1) + "---|"]
+        for r in rows:
+            cells = [str(r["head_dim"]), "yes" if r["causal"] else "no", str(r["seqlen"]), str(r["batch"])]
+            for n in ("dense", "equal", "mixed"):
+                e = r[n]
+                if not e.get("ok"):
+                    cells += ["error", "-"] + (["-"] if n != "dense" else [])
+                    continue
+                cells += [f"{e['us_median']:.1f}", f"{e['tflops']:.0f}"]
+                if n != "dense":
+                    cells.append(f"{e['ratio_to_dense']:.3f}" if "ratio_to_dense" in e else "-")
+            errs = [r[n]["max_abs_err"] for n in ("dense", "equal", "mixed") if "max_abs_err" in r[n]]
+            verdict = "PASS" if r["status"] == "ok" else "FAIL"
+            cells.append(f"{verdict} ({max(errs):.1e})" if errs else verdict)
+            lines.append("| " + " | ".join(cells) + " |")
+        out += [f"### {dt}", "", "\n".join(lines), ""]
+        s = var.get("criteria", {}).get(dt)
+        if s:
+            f3 = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731 (no ratio when every point failed)
+            out += [f"Equal work within 5% of dense: {s['equal_meets_target']}/{s['equal_points']} (ratio min "
+                    f"{f3(s['equal_ratio_min'])}, median {f3(s['equal_ratio_median'])}); mixed lengths: ratio min "
+                    f"{f3(s['mixed_ratio_min'])}, median {f3(s['mixed_ratio_median'])}.", ""]
+    return out
+
+
 def plot(ours, peers, path):
     try:
         import matplotlib
@@ -213,14 +256,16 @@ def main():
     bwd = {m: load_merged(a.results, [f"fa3-bwd-{m}-{dt}.json" for dt in ("fp16", "bf16")]) for m in BWD_MODES}
     pbwd = load(a.results, "peers-fa3-bwd.json")
     decode = load(a.results, "decode.json")
+    varlen = load(a.results, "varlen.json")
     meta = fa3 or acc or fa3_fp8 or bwd["deterministic"] or bwd["fast"]
-    if meta is None and decode is None:
-        raise SystemExit(f"no evosdpa-bench or decode results in {a.results}")
+    python_meta = decode or varlen
+    if meta is None and python_meta is None:
+        raise SystemExit(f"no evosdpa-bench, decode or varlen results in {a.results}")
     peers_meta = pfa3 or pacc or pbwd or {"torch": "-", "cudnn": "-"}
-    if meta is None:  # the decode part alone
+    if meta is None:  # the Python parts alone
         out = ["# Benchmarks of record", "",
-               f"GPU: {decode['gpu']} (sm {decode['compute_capability']}, {decode['sm_count']} SMs), PyTorch "
-               f"{decode['torch']} (CUDA {decode['cuda']}), evosdpa {decode['library_version']}.", "",
+               f"GPU: {python_meta['gpu']} (sm {python_meta['compute_capability']}, {python_meta['sm_count']} SMs), "
+               f"PyTorch {python_meta['torch']} (CUDA {python_meta['cuda']}), evosdpa {python_meta['library_version']}.", "",
                "Regenerated on a GPU machine by `scripts/benchmarks.sh OUT_DIR` (then copy OUT_DIR/benchmarks.md "
                "here).", ""]
     else:
@@ -251,6 +296,8 @@ def main():
         out += backward_section(bwd, pbwd)
     if decode:
         out += decode_section(decode)
+    if varlen:
+        out += varlen_section(varlen)
     open(a.out, "w").write("\n".join(out))
     print(f"wrote {a.out}")
 

@@ -14,14 +14,16 @@
 #   bwd-peers           PyTorch's flash and cudnn backwards
 #   decode              decoding against a KV cache, dense and paged, beside PyTorch SDPA (bench/decode_bench.py,
 #                       through the Python package in python/ and BUILD_DIR's libevosdpa.so)
+#   varlen              packed (variable-length) prefill beside the dense forward on the same tokens
+#                       (bench/varlen_bench.py, likewise)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/benchmarks.sh OUT_DIR [BUILD_DIR] [all|fwd|bwd|bwd-deterministic|bwd-fast|bwd-peers|decode]"
+usage="usage: scripts/benchmarks.sh OUT_DIR [BUILD_DIR] [all|fwd|bwd|bwd-deterministic|bwd-fast|bwd-peers|decode|varlen]"
 out=${1:?$usage}
 build=${2:-build}
 part=${3:-all}
 case $part in
-  all | fwd | bwd | bwd-deterministic | bwd-fast | bwd-peers | decode) ;;
+  all | fwd | bwd | bwd-deterministic | bwd-fast | bwd-peers | decode | varlen) ;;
   *) echo "unknown part '$part'; $usage" >&2; exit 2 ;;
 esac
 mkdir -p "$out"
@@ -81,14 +83,27 @@ run_decode() {
   [ -s "$json" ] || { echo "the decode run wrote no results: $json" >&2; exit 1; }
 }
 
+# evosdpa.attention_varlen from this tree on BUILD_DIR's library against evosdpa.attention on the same tokens,
+# fp16 and bf16, D 64 and 128, causal and not (varlen_bench.py exits 1 on a failed check, as decode's does).
+run_varlen() {
+  local json="$out/varlen.json"
+  rm -f "$json"
+  PYTHONPATH="$PWD/python:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}" \
+    EVOSDPA_LIBRARY="${EVOSDPA_LIBRARY:-$(cd "$build" && pwd)/libevosdpa.so}" \
+    python3 bench/varlen_bench.py --json "$json" ||
+    echo "note: varlen points failed their check or did not run: see the varlen table"
+  [ -s "$json" ] || { echo "the varlen run wrote no results: $json" >&2; exit 1; }
+}
+
 case $part in
-  all) run_fwd; run_bwd deterministic; run_bwd fast; run_bwd_peers; run_decode ;;
+  all) run_fwd; run_bwd deterministic; run_bwd fast; run_bwd_peers; run_decode; run_varlen ;;
   fwd) run_fwd ;;
   bwd) run_bwd deterministic; run_bwd fast; run_bwd_peers ;;
   bwd-deterministic) run_bwd deterministic ;;
   bwd-fast) run_bwd fast ;;
   bwd-peers) run_bwd_peers ;;
   decode) run_decode ;;
+  varlen) run_varlen ;;
 esac
 python3 bench/make_benchmarks_md.py "$out" --out "$out/benchmarks.md" --plot "$out/benchmarks.png"
 echo "results in $out; copy benchmarks.md and benchmarks.png into docs/"

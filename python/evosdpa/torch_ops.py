@@ -832,8 +832,8 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     [Hq, total_q] (FlashAttention 2.4+'s varlen layout: lse[h, cu_seqlens_q[b] + i] for query i of sequence b),
     the natural-log log-sum-exp of the scaled, masked scores. A query that sees no key (an empty key
     sequence, or a leading query of a causal sequence with len_q > len_k) gets O = 0 and lse = -inf. Rows of
-    q outside every sequence (past cu_seqlens_q[B], or past a sequence's max_seqlen_q) are left unwritten,
-    as in FlashAttention: O is allocated with torch.empty.
+    O (and lse) that belong to no sequence (past cu_seqlens_q[B], or past a sequence's first max_seqlen_q)
+    are left unwritten, as in FlashAttention: the outputs are allocated with torch.empty.
 
     Unlike flash_attn_varlen_func there is no dropout, sliding window, softcap, ALiBi or block table (a paged
     KV cache is read by attention_with_kvcache), and the arguments after max_seqlen_k are keyword-only, so

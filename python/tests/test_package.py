@@ -197,6 +197,24 @@ def test_a_library_without_variable_length_batches_imports(monkeypatch):
             _lib.require_fields("varlen")
 
 
+def test_varlen_fields_reach_the_c_abi():
+    # Each of the four 0.6 fields, read by the library where the mirror puts it (checked before any device).
+    p = _lib.new_params()
+    p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim = 1, 1, 1, 8, 8, 64
+    p.total_q = 5
+    code, message, _ = _lib.supports(p)
+    assert code == _lib.INVALID_ARGUMENT and "total_q is 5 but cu_seqlens_q is a null pointer" in message
+    p.total_q, p.total_k = 0, 7
+    code, message, _ = _lib.supports(p)
+    assert code == _lib.INVALID_ARGUMENT and "total_k is 7 but cu_seqlens_k is a null pointer" in message
+    p.cu_seqlens_k, p.k_batch_stride = 4096, 512
+    code, message, _ = _lib.supports(p)
+    assert code == _lib.INVALID_ARGUMENT and "k_batch_stride is 512 but cu_seqlens_k packs the sequences" in message
+    p.k_batch_stride, p.cu_seqlens_q = 0, 4098
+    code, message, _ = _lib.supports(p)
+    assert code == _lib.INVALID_ARGUMENT and "cu_seqlens_q is not 4-byte aligned" in message
+
+
 def test_forward_workspace_size_from_the_c_abi():
     p = _lib.new_params()
     p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim = 1, 1, 1, 8, 8, 64

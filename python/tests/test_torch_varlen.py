@@ -107,7 +107,9 @@ def on_poison(call, q, return_lse):
     out, lse = result if return_lse else (result, None)
     got = (out.data_ptr(), lse.data_ptr() if return_lse else poisoned[1])
     assert got == poisoned, f"the call's outputs are not in the poisoned blocks ({got} != {poisoned})"
-    return out.clone(), None if lse is None else lse.clone()  # outside the pool, which goes with the originals
+    copies = out.clone(), None if lse is None else lse.clone()  # outside the pool
+    del out, lse, result  # before the pool
+    return copies
 
 
 _RUNS_HERE = {}

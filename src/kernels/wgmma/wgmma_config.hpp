@@ -30,6 +30,9 @@ struct TileConfig {
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
   // its O on the way out (the epilogue's TMA store).
   static constexpr int kQBuffers = 2;
+  // Shared memory for one item's Work (wgmma_scheduler.cuh: 11 ints, static_asserted there), per Q buffer,
+  // and for the CTA's plan.
+  static constexpr int kWorkSlotBytes = 64;
 
   constexpr int block_m() const { return split_keys ? 64 : 64 * consumers; }  // query rows per work item
   constexpr int threads() const { return 128 * (1 + consumers); }  // one producer warpgroup issuing TMA
@@ -62,7 +65,7 @@ struct TileConfig {
   constexpr int barrier_count() const { return 2 * kQBuffers + 4 * stages + 1 + (fp8 ? 2 * stages : 0); }
   constexpr int stats_offset() const { return barrier_offset() + 8 * barrier_count(); }
   constexpr int work_offset() const { return stats_offset() + 2 * 4 * block_m(); }
-  constexpr int handoff_offset() const { return work_offset() + (kQBuffers + 1) * 32; }
+  constexpr int handoff_offset() const { return work_offset() + (kQBuffers + 1) * kWorkSlotBytes; }
   // split_keys: per consumer but the storing one, each thread's O accumulators, its two rows' m and l.
   constexpr int handoff_floats() const { return head_dim / 2 + 4; }
   constexpr int handoff_bytes() const { return split_keys ? (consumers - 1) * 128 * handoff_floats() * 4 : 0; }

@@ -35,6 +35,7 @@ struct Work {
   int causal_offset;  // with a causal mask, query i sees key j <= i + causal_offset
   static constexpr int kFields = 11;
 };
+static_assert(Work::kFields * 4 <= TileConfig::kWorkSlotBytes, "a Work's fields fit its shared-memory slot");
 
 // TMA coordinates of a sequence's rows: its batch entry of a padded tensor, or (packed) rows start ..
 // of the single one.

@@ -54,8 +54,8 @@ struct Smem {
   __device__ uint32_t pv_empty(int stage) const { return kCfg.fp8 ? vt_empty(stage) : v_empty(stage); }
   // Float `row` of the item's maxima (which 0) or sums (which 1).
   __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
-  // Field f (q0, head, batch, t0, n_tiles, kv_head) of the Work of the item whose Q is in `buffer`.
-  __device__ uint32_t work(int buffer, int f) const { return base + kWork + 32 * buffer + 4 * f; }
+  // Field f (Work's, in write_work's order) of the Work of the item whose Q is in `buffer`.
+  __device__ uint32_t work(int buffer, int f) const { return base + kWork + TileConfig::kWorkSlotBytes * buffer + 4 * f; }
   // The CTA's plan (plan_cta): its item count (f = 0) and its last item with tiles (f = 1).
   __device__ uint32_t plan(int f) const { return work(TileConfig::kQBuffers, f); }
   __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
