@@ -92,7 +92,7 @@ def check_varlen(out, lse, q, k, v, spans_q, spans_k, *, causal, alignment="bott
 def on_poison(call, q, return_lse):
     """call()'s (O, lse), computed into memory that held NaN: in a private memory pool, blocks of O's and
     lse's sizes are filled with NaN and freed, so the torch.empty calls inside get exactly them back (the
-    pointers are checked). Returned as copies outside the pool. Without CUDA memory pools (the CPU, an
+    pointers are checked; call() must allocate nothing else, so its arguments are built before it). Returned as copies outside the pool. Without CUDA memory pools (the CPU, an
     older PyTorch) call() runs as it is."""
     if q.device.type != "cuda" or not hasattr(torch.cuda, "use_mem_pool"):
         result = call()
@@ -180,10 +180,11 @@ def test_seqused_k(kernel, causal, rng):
     used = [37, 50, 1000, 0, -3, 333]
     q, k, v = packed(rng, lengths_q, lengths_k, 8, 2, 128, torch.bfloat16)
     seen = [min(n, max(u, 0)) for n, u in zip(lengths_k, used)]
+    cu_q, cu_k = cu(lengths_q, rng.device), cu(lengths_k, rng.device)
+    seqused = torch.tensor(used, dtype=torch.int32, device=rng.device)
     out, lse = on_poison(lambda: evosdpa.attention_varlen(
-        q, k, v, cu(lengths_q, rng.device), cu(lengths_k, rng.device), max(lengths_q), max(lengths_k), causal=causal,
-        return_softmax_lse=True, seqused_k=torch.tensor(used, dtype=torch.int32, device=rng.device),
-        kernel=kernel), q, True)
+        q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=causal, return_softmax_lse=True,
+        seqused_k=seqused, kernel=kernel), q, True)
     check_varlen(out, lse, q, k, v, spans(lengths_q), [(s, n) for (s, _), n in zip(spans(lengths_k), seen)],
                  causal=causal, rng=rng, what=f"seqused_k {used}, kernel={kernel}")
 
@@ -195,10 +196,11 @@ def test_scales_and_large_magnitudes(dtype, rng):
     dt = getattr(torch, dtype)
     lengths_q, lengths_k = [700, 5, 64, 1], [650, 80, 64, 1]
     q, k, v = packed(rng, lengths_q, lengths_k, 4, 2, 128, dt, std=6.0)
+    cu_q, cu_k = cu(lengths_q, rng.device), cu(lengths_k, rng.device)
     for scale in (None, 0.3, -0.5, 0.0):
         for causal in (False, True):
             out, lse = on_poison(lambda: evosdpa.attention_varlen(
-                q, k, v, cu(lengths_q, rng.device), cu(lengths_k, rng.device), 700, 650, softmax_scale=scale,
+                q, k, v, cu_q, cu_k, 700, 650, softmax_scale=scale,
                 causal=causal, return_softmax_lse=True), q, True)
             check_varlen(out, lse, q, k, v, spans(lengths_q), spans(lengths_k), causal=causal, scale=scale, rng=rng,
                          what=f"scale={scale} causal={causal}")
@@ -219,9 +221,10 @@ def test_offsets_are_clamped(kernel, rng):
     spans_k = [(s, min(e - s, max_k)) for s, e in zip(starts, ends)]  # (0, 60), (60, 0), (40, 120), (300, 100)
     q, k, v = packed(rng, lengths_q, [total_k], 8, 2, 64, torch.float16)
     cu_k = torch.tensor(offsets_k, dtype=torch.int32, device=rng.device)
+    cu_q = cu(lengths_q, rng.device)
     for causal in (False, True):
         out, lse = on_poison(lambda: evosdpa.attention_varlen(
-            q, k, v, cu(lengths_q, rng.device), cu_k, max(lengths_q), max_k, causal=causal, return_softmax_lse=True,
+            q, k, v, cu_q, cu_k, max(lengths_q), max_k, causal=causal, return_softmax_lse=True,
             kernel=kernel), q, True)
         check_varlen(out, lse, q, k, v, spans(lengths_q), spans_k, causal=causal, rng=rng,
                      what=f"cu_seqlens_k {offsets_k} max_seqlen_k {max_k} causal={causal} kernel={kernel}")
@@ -241,9 +244,9 @@ def test_strided_views(rng):
     spaced_q = torch.stack([cu(lengths_q, rng.device), torch.zeros(4, dtype=torch.int32, device=rng.device)], 1)[:, 0]
     spaced_k = torch.stack([cu(lengths_k, rng.device), torch.zeros(4, dtype=torch.int32, device=rng.device)], 1)[:, 0]
     assert spaced_q.stride(0) == 2
-    for causal in (False, True):
-        out, lse = on_poison(lambda: evosdpa.attention_varlen(q, k, v, spaced_q, spaced_k, 250, 250, causal=causal,
-                                                              return_softmax_lse=True), q, True)
+    for causal in (False, True):  # not on_poison: the wrapper's copies of the offsets would take its blocks
+        out, lse = evosdpa.attention_varlen(q, k, v, spaced_q, spaced_k, 250, 250, causal=causal,
+                                            return_softmax_lse=True)
         check_varlen(out, lse, q, k, v, spans(lengths_q), spans(lengths_k), causal=causal, rng=rng,
                      what=f"strided views causal={causal}")
     # A strided last dimension is copied.
@@ -259,8 +262,9 @@ def test_empty_batches(rng):
     d, device = 64, rng.device
     q, k, v = packed(rng, [4, 6], [0, 0], 4, 2, d, torch.float16)
     # No keys at all (total_k 0): every query gets O = 0 and lse = -inf.
-    out, lse = on_poison(lambda: evosdpa.attention_varlen(q, k, v, cu([4, 6], device), cu([0, 0], device), 6, 0,
-                                                          causal=True, return_softmax_lse=True), q, True)
+    cu_q, cu_k = cu([4, 6], device), cu([0, 0], device)
+    out, lse = on_poison(lambda: evosdpa.attention_varlen(q, k, v, cu_q, cu_k, 6, 0, causal=True,
+                                                          return_softmax_lse=True), q, True)
     assert k.shape[0] == 0
     assert torch.equal(out, torch.zeros_like(out)), f"O is not all 0 without keys: {out.flatten()[:8].tolist()}"
     assert bool(torch.isneginf(lse).all()), f"lse is not all -inf without keys: {lse.flatten()[:8].tolist()}"
