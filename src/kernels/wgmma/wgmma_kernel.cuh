@@ -57,9 +57,15 @@ __device__ __forceinline__ Work read_work(const KernelParams& p, const Smem<kInd
 
 // ---- TMA loads ----------------------------------------------------------------------------------
 // Q of Work w into buffer `buf`, completing on its q_full.
+// An item past its sequence's end (packed batches) has no row to load: q_full completes at once, so that
+// the consumers do not wait a load's latency for an item they only pass through.
 template <int kIndex>
 __device__ __forceinline__ void issue_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm, int buf,
                                         const Work& w) {
+  if (w.q0 >= w.len_q) {
+    mbar_arrive(sm.q_full(buf));
+    return;
+  }
   mbar_expect_tx(sm.q_full(buf), Smem<kIndex>::kQBytes);
   for (int b = 0; b < Smem<kIndex>::kDBlocks; ++b)
     tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), Smem<kIndex>::kBlockCols * b,
