@@ -22,13 +22,9 @@ constexpr int64_t kMaxTmaStride = int64_t{1} << 40;
 constexpr long long kMaxGridX = INT32_MAX;
 
 wgmma_sm90::Choice choice_for(const evosdpa_params_t& p, const DeviceInfo& dev) {
-  wgmma_sm90::Choice choice = wgmma_sm90::choose_config(
-      static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, p.seqlen_k, p.causal != EVOSDPA_CAUSAL_NONE,
-      dev.sm_count, p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3, 10 * dev.cc_major + dev.cc_minor);
-  // Sequences of their own (packed batches, seqused_k) run on the persistent grid only: the cluster
-  // split's items are padded ones.
-  if (uses_varlen(p) || p.seqused_k != nullptr) choice.splits = 1;
-  return choice;
+  return wgmma_sm90::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, p.seqlen_k,
+                                   p.causal != EVOSDPA_CAUSAL_NONE, dev.sm_count, p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3,
+                                   10 * dev.cc_major + dev.cc_minor);
 }
 
 FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {

@@ -43,14 +43,15 @@ __device__ __forceinline__ void write_work(const Smem<kIndex>& sm, int buf, cons
   for (int f = 0; f < Work::kFields; ++f) st_shared(sm.work(buf, f), static_cast<uint32_t>(fields[f]));
 }
 
-// Without kSequences (padded calls) the sequence fields are the call's, read from the parameter bank
-// rather than from shared memory into registers kept through the loops.
-template <int kIndex, bool kSequences>
+// FP8 rows serve padded batches without seqused_k only (supports()): their sequences' rows, lengths and
+// diagonal are the call's, read from the parameter bank rather than from shared memory into registers
+// kept through the loops (8 bytes spilled otherwise).
+template <int kIndex>
 __device__ __forceinline__ Work read_work(const KernelParams& p, const Smem<kIndex>& sm, int buf) {
   int f[Work::kFields];
 #pragma unroll
   for (int i = 0; i < Work::kFields; ++i) f[i] = static_cast<int>(ld_shared_u32(sm.work(buf, i)));
-  if constexpr (!kSequences) return {f[0], f[1], f[2], f[3], f[4], f[5], 0, 0, p.seqlen_q, p.seqlen_k, p.causal_offset};
+  if constexpr (kConfigs[kIndex].fp8) return {f[0], f[1], f[2], f[3], f[4], f[5], 0, 0, p.seqlen_q, p.seqlen_k, p.causal_offset};
   return {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10]};
 }
 
@@ -151,7 +152,7 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
   int tiles = 0;                                   // K/V tiles loaded so far
   const int items = cta_items<Schedule>(sm);
   if (items == 0) return;
-  Work next = read_work<kIndex, Schedule::kSequences>(p, sm, 0);
+  Work next = read_work(p, sm, 0);
   for (int iter = 0; iter < items; ++iter) {
     const Work w = next;
     const bool ahead = iter + 1 < items;
@@ -645,7 +646,7 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consum
   for (int iter = 0; iter < items; ++iter) {
     const int buf = iter % TileConfig::kQBuffers;
     mbar_wait(sm.q_full(buf), (iter / TileConfig::kQBuffers) & 1);
-    const Work w = read_work<kIndex, Schedule::kSequences>(p, sm, buf);
+    const Work w = read_work(p, sm, buf);
     float scale_log2 = p.scale_log2, v_descale = 1.f;
     if constexpr (kFp8) {
       const int64_t at = w.batch * p.descale_batch_stride + w.kv_head * p.descale_head_stride;

@@ -102,11 +102,8 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
   const int64_t items = work_items(p, cfg.block_m());
-  // Sequences of their own (packed batches, seqused_k): the persistent kernel that reads them per item;
-  // supports() gives such calls no cluster split and FP8 rows none of them.
-  const bool per_sequence = p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr;
   if constexpr (!cfg.split_keys && !cfg.fp8) {  // split_keys and FP8 rows are not split over clusters
-    if (splits > 1 && !per_sequence) {
+    if (splits > 1) {
       auto* kernel = attention_kernel<T, kIndex, SplitSchedule<kIndex>, MergeEpilogue<T, kIndex>>;
       err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (err != cudaSuccess) return err;
@@ -128,8 +125,6 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     }
   }
   auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex>, StoreEpilogue<T, kIndex>>;
-  if constexpr (!cfg.fp8)
-    if (per_sequence) kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex, true>, StoreEpilogue<T, kIndex>>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   // One CTA per SM fits (shared memory and registers); the grid is persistent, at most one CTA per SM.

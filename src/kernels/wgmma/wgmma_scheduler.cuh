@@ -1,10 +1,6 @@
 // Work scheduling of the Hopper kernel: its work items (block_m query rows of one (batch, head), and a
 // range of their K/V tiles) and which CTA takes which. Two policies:
 //  - PersistentSchedule: one CTA per SM takes whole items in turn, in the order of wgmma_order.hpp.
-//    kSequences: the items' sequences have lengths and rows of their own (packed batches, seqused_k),
-//    read per item (sequence.cuh); otherwise every item's are the call's, from the parameter bank: the
-//    per-item fields cost padded calls ~2% at D=64, L=512 (A/B on an H100: 133.5 -> 136.9 us causal,
-//    168.6 -> 171.5 non-causal), so those run a kernel without them.
 //  - SplitSchedule: fewer items than SMs; each item's tiles are split among the CTAs of a cluster, one
 //    item per cluster, and the CTAs merge their partial results (wgmma_merge.cuh).
 #pragma once
@@ -46,13 +42,8 @@ static_assert(Work::kFields * 4 <= TileConfig::kWorkSlotBytes, "a Work's fields 
 __device__ __forceinline__ int q_map_batch(const KernelParams& p, const Work& w) { return p.cu_seqlens_q != nullptr ? 0 : w.batch; }
 __device__ __forceinline__ int k_map_batch(const KernelParams& p, const Work& w) { return p.cu_seqlens_k != nullptr ? 0 : w.batch; }
 
-// A sequence with the call's lengths and diagonal at row 0 of its batch entry.
-__device__ __forceinline__ Sequence padded_sequence(const KernelParams& p) {
-  return {0, 0, p.seqlen_q, p.seqlen_k, p.causal_offset};
-}
-
 // Query block qb of flattened head bh, with all the tiles its rows see.
-template <int kIndex, bool kSequences>
+template <int kIndex>
 __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry& g, BlockOfHead at) {
   constexpr int BM = Shape<kIndex>::kBlockM, BN = kConfigs[kIndex].block_n;
   Work w;
@@ -61,7 +52,10 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
   w.batch = bh.quot;
   w.head = bh.rem;
   w.kv_head = g.kv_group.div(w.head);
-  const Sequence seq = kSequences ? sequence_of(p, w.batch) : padded_sequence(p);
+  // FP8 rows serve padded batches of the call's lengths only (supports()): no per-sequence arithmetic in
+  // their producer's few registers (8 bytes spilled with it).
+  const Sequence seq = kConfigs[kIndex].fp8 ? Sequence{0, 0, p.seqlen_q, p.seqlen_k, p.causal_offset}
+                                            : sequence_of(p, w.batch);
   w.q_start = seq.q_start;
   w.k_start = seq.k_start;
   w.len_q = seq.len_q;
@@ -76,20 +70,16 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
 
 // CTA b of the grid takes items b, b + gridDim.x, ... of item_order (wgmma_order.hpp), gridDim.x being
 // no larger than the item count.
-template <int kIndex, bool kPerSequence = false>
+template <int kIndex>
 struct PersistentSchedule {
   static constexpr bool kOneItem = false;  // CTAs may take several items
-  static constexpr bool kSequences = kPerSequence;
-  // FP8 rows serve padded batches of the call's lengths only (supports()): their producer's few
-  // registers have no room for the fields (8 bytes spilled).
-  static_assert(!(kPerSequence && kConfigs[kIndex].fp8), "FP8 rows take padded batches only");
   static __device__ __forceinline__ int items(const Geometry& g) {
     const QuotRem r = g.grid.divmod(g.items);
     return r.quot + (static_cast<int>(blockIdx.x) < r.rem ? 1 : 0);
   }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int iter) {
     const int index = iter * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
-    return whole_item<kIndex, kSequences>(p, g, g.order(index));
+    return whole_item<kIndex>(p, g, g.order(index));
   }
 };
 
@@ -98,12 +88,11 @@ struct PersistentSchedule {
 template <int kIndex>
 struct SplitSchedule {
   static constexpr bool kOneItem = true;
-  static constexpr bool kSequences = false;  // padded calls only (supports())
   static __device__ __forceinline__ int items(const Geometry&) { return 1; }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int) {
     const int n = static_cast<int>(cluster_size()), r = static_cast<int>(cluster_rank());
     const QuotRem at = g.q_blocks.divmod(static_cast<int>(blockIdx.x) / n);
-    Work w = whole_item<kIndex, kSequences>(p, g, {at.rem, at.quot});
+    Work w = whole_item<kIndex>(p, g, {at.rem, at.quot});
     const int tiles = w.n_tiles;
     w.t0 = r * tiles / n;
     w.n_tiles = (r + 1) * tiles / n - w.t0;
