@@ -217,20 +217,22 @@ typedef struct evosdpa_params {
  * padding (FlashAttention's varlen convention).
  *
  * cu_seqlens_q: q and o hold total_q rows ([total_q, heads_q, head_dim] at the head and seq strides;
- *   q_batch_stride and o_batch_stride must be 0) and sequence b's queries are rows cu_seqlens_q[b] ..
- *   cu_seqlens_q[b+1]-1; seqlen_q is the longest sequence's length (FlashAttention's max_seqlen_q). The
- *   lse, when asked for, is then float32 [heads_q, total_q] (FlashAttention 2.4+ and 3).
+ *   q_batch_stride and o_batch_stride must be 0; total_q at most 2^31-1) and sequence b's queries are rows
+ *   cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 (a contiguous int32 array); seqlen_q is the longest sequence's
+ *   length (FlashAttention's max_seqlen_q). The lse, when asked for, is then float32 [heads_q, total_q]
+ *   (FlashAttention 2.4+ and 3). Rows of o and lse that belong to no sequence are not written.
  * cu_seqlens_k: the same for k and v (total_k rows, k_batch_stride and v_batch_stride 0, seqlen_k the
  *   longest). Either may come alone (packed queries against padded keys, or the reverse). Not with a
  *   page_table (a paged cache is addressed through its table; seqused_k gives the lengths there); with
- *   seqused_k, sequence b attends to the first min(its length, seqused_k[b]) of its keys.
+ *   seqused_k, sequence b attends to the first min(its length, seqused_k[b]) of its keys, and a
+ *   bottom-right mask aligns its last query with the last of those.
  * Causal masks apply per sequence: top-left aligns query i with key i of its own sequence, bottom-right
  *   its last query with its last key (FlashAttention's varlen causal).
  * The arrays are device memory, read by the kernel (the library cannot check them before the launch):
  *   they should start at 0 and not decrease, with the last entry the total. A value outside [0, total]
  *   is clamped into it, an end below its start is taken as the start (an empty sequence), and a sequence
  *   longer than seqlen_q (seqlen_k) computes its first seqlen_q queries (sees its first seqlen_k keys) only,
- *   so that no byte outside the tensors is ever read or written.
+ *   its causal diagonal placed by those counts, so that no byte outside the tensors is ever read or written.
  *
  * cu_seqlens_q and cu_seqlens_k are served by the kernels "wgmma_sm90" (16-bit inputs), "mma_sm80" and
  * "reference"; the forward only (the backward refuses them, NOT_SUPPORTED).
