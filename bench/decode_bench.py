@@ -407,6 +407,15 @@ def summary(rows):
     return out
 
 
+
+def run_info(torch, evosdpa, props, kernel):
+    """The GPU, PyTorch and evosdpa a benchmark ran on, for its JSON report (varlen_bench.py's too)."""
+    return {"gpu": props.name, "compute_capability": f"{props.major}.{props.minor}",
+            "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory,
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "evosdpa": evosdpa.__version__, "library_version": evosdpa.library_version(),
+            "library_path": evosdpa.library_path(), "kernel": kernel or "auto"}
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grid", default="full", choices=list(GRIDS))
@@ -473,12 +482,7 @@ def main():
               f"{s['faster_than_sdpa']}/{s['sdpa_points']}; verification failures: {s['verify_fail']}")
     if args.json:
         report = {
-            "gpu": props.name, "compute_capability": f"{props.major}.{props.minor}",
-            "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory,
-            "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version(),
-            "evosdpa": evosdpa.__version__, "library_version": evosdpa.library_version(),
-            "library_path": evosdpa.library_path(), "kernel": args.kernel or "auto",
+            **run_info(torch, evosdpa, props, args.kernel), "cudnn": torch.backends.cudnn.version(),
             "flash_attn": fa_info, "sdpa_gqa": gqa,
             "grid": args.grid, "iters": args.iters, "warmup": args.warmup, "page_size": args.page_size,
             "heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "seqlen_q": SEQLEN_Q,

@@ -33,7 +33,7 @@ import random
 import statistics
 import sys
 
-from decode_bench import Timer, first_line, import_evosdpa
+from decode_bench import Timer, first_line, import_evosdpa, run_info
 
 TOTAL_TOKENS = 16384
 LENGTHS = [512, 1024, 2048, 4096, 8192]
@@ -254,11 +254,7 @@ def main():
               f"median {fmt(s['mixed_ratio_median'], '.3f')}; verification failures: {s['verify_fail']}")
     if args.json:
         report = {
-            "gpu": props.name, "compute_capability": f"{props.major}.{props.minor}",
-            "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory,
-            "torch": torch.__version__, "cuda": torch.version.cuda,
-            "evosdpa": evosdpa.__version__, "library_version": evosdpa.library_version(),
-            "library_path": evosdpa.library_path(), "kernel": args.kernel or "auto",
+            **run_info(torch, evosdpa, props, args.kernel),
             "total_tokens": args.total, "heads": HEADS, "lengths": args.lengths, "mixed_seed": MIXED_SEED,
             "iters": args.iters, "warmup": args.warmup, "tolerance": TOLERANCE, "equal_target": EQUAL_TARGET,
             "flops": "4 * D * H * visible (query, key) pairs: n^2 per sequence, n (n + 1) / 2 causal",

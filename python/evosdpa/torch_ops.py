@@ -565,20 +565,21 @@ def _attention_kvcache_fake(q, k_cache, v_cache, cache_seqlens, block_table, cau
     return _kvcache_outputs(q, return_lse, q.new_empty)
 
 
-def _attention_kvcache_setup_context(ctx, inputs, output):
-    ctx.mark_non_differentiable(output[1])
+def _register_forward_only(op: str, message: str) -> None:
+    """A gradient through `op` (whose outputs are O and the lse) raises NotImplementedError(message), a clear
+    error rather than PyTorch's warning and a silently missing gradient."""
+    def setup_context(ctx, inputs, output):
+        ctx.mark_non_differentiable(output[1])
+
+    def backward(ctx, grad_out, _grad_lse):
+        raise NotImplementedError(message)
+
+    torch.library.register_autograd(op, backward, setup_context=setup_context)
 
 
-def _attention_kvcache_backward(ctx, grad_out, _grad_lse):
-    raise NotImplementedError("evosdpa: attention_with_kvcache has no backward pass (a KV cache serves inference); "
-                              "call it under torch.no_grad() or torch.inference_mode(), or train with "
-                              "evosdpa.attention")
-
-
-# Registered so that a gradient through the op is a clear error rather than PyTorch's warning and a
-# silently missing gradient.
-torch.library.register_autograd("evosdpa::attention_kvcache", _attention_kvcache_backward,
-                                setup_context=_attention_kvcache_setup_context)
+_register_forward_only("evosdpa::attention_kvcache",
+                       "evosdpa: attention_with_kvcache has no backward pass (a KV cache serves inference); call it "
+                       "under torch.no_grad() or torch.inference_mode(), or train with evosdpa.attention")
 
 
 def _rows_apart(table):
@@ -775,20 +776,10 @@ def _attention_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_s
     return _varlen_outputs(q, return_lse, q.new_empty)
 
 
-def _attention_varlen_setup_context(ctx, inputs, output):
-    ctx.mark_non_differentiable(output[1])
-
-
-def _attention_varlen_backward(ctx, grad_out, _grad_lse):
-    raise NotImplementedError("evosdpa: attention_varlen has no backward pass (the library computes gradients of "
-                              "padded batches only); call it under torch.no_grad() or torch.inference_mode(), or "
-                              "train with evosdpa.attention")
-
-
-# Registered so that a gradient through the op is a clear error rather than PyTorch's warning and a
-# silently missing gradient.
-torch.library.register_autograd("evosdpa::attention_varlen", _attention_varlen_backward,
-                                setup_context=_attention_varlen_setup_context)
+_register_forward_only("evosdpa::attention_varlen",
+                       "evosdpa: attention_varlen has no backward pass (the library computes gradients of padded "
+                       "batches only); call it under torch.no_grad() or torch.inference_mode(), or train with "
+                       "evosdpa.attention")
 
 
 def _contiguous_1d(t):

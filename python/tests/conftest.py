@@ -20,6 +20,21 @@ needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installe
 needs_gpu = pytest.mark.skipif(not have_gpu(), reason="needs PyTorch with a CUDA GPU")
 
 
+def capture_graph(step):
+    """A CUDA graph of step() and what the captured call returned: warmed up on a side stream first, as
+    torch.cuda.graphs asks."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = step()
+    return graph, outputs
+
+
 def seed_for_test():
     """EVOSDPA_TEST_SEED when set (to replay a failure), else a fresh random seed."""
     value = os.environ.get(SEED_VARIABLE, "").strip()

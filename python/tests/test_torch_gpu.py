@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from conftest import have_gpu, needs_gpu
+from conftest import capture_graph, have_gpu, needs_gpu
 
 pytestmark = needs_gpu
 
@@ -202,14 +202,7 @@ def test_torch_compile_fullgraph(rng):
 def test_cuda_graph_capture_and_replay(rng):
     q, k, v = (rng.randn(1, 8, 512, 64, dtype=torch.float16) for _ in range(3))
     expected = evosdpa.attention(q, k, v)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        evosdpa.attention(q, k, v)  # warm-up on the side stream, as torch.cuda.graphs asks
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = evosdpa.attention(q, k, v)
+    g, out = capture_graph(lambda: evosdpa.attention(q, k, v))
     out.fill_(float("nan"))
     g.replay()
     torch.cuda.synchronize()

@@ -23,7 +23,7 @@ import math
 
 import pytest
 
-from conftest import HAVE_TORCH, needs_gpu, needs_torch
+from conftest import HAVE_TORCH, capture_graph, needs_gpu, needs_torch
 
 if HAVE_TORCH:
     import torch
@@ -360,14 +360,7 @@ def test_cuda_graph_replay_with_new_offsets(rng):
                                         return_softmax_lse=True)
 
     expected = step()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        step()  # warm-up on a side stream, as torch.cuda.graphs asks
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out, lse = step()
+    graph, (out, lse) = capture_graph(step)
     out.fill_(math.nan)
     graph.replay()
     torch.cuda.synchronize()

@@ -27,6 +27,12 @@ __device__ __forceinline__ void packed_rows(const int32_t* cu, int b, int total,
   len = min(end - start, longest);
 }
 
+// Every sequence of a padded call without seqused_k: the call's lengths and diagonal, from the parameter
+// bank (kernels or rows that serve only such calls use it to keep per-sequence values out of registers).
+__device__ __forceinline__ Sequence padded_sequence(const KernelParams& p) {
+  return {0, 0, p.seqlen_q, p.seqlen_k, p.causal_offset};
+}
+
 __device__ __forceinline__ Sequence sequence_of(const KernelParams& p, int b) {
   Sequence s{0, 0, p.seqlen_q, p.seqlen_k, 0};
   if (p.cu_seqlens_q != nullptr) packed_rows(p.cu_seqlens_q, b, p.total_q, p.seqlen_q, s.q_start, s.len_q);

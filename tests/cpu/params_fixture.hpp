@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "evosdpa/evosdpa.h"
 #include "selection.hpp"
@@ -29,4 +30,9 @@ inline evosdpa::detail::DeviceInfo device(int major, int minor, long long smem =
   d.cc_minor = minor;
   d.max_smem_per_block_optin = smem;
   return d;
+}
+
+// The family a selection names, "(none)" when it refused.
+inline std::string name_of(const evosdpa::detail::Selection& s) {
+  return s.family != nullptr ? s.family->name : "(none)";
 }

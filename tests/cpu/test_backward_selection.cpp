@@ -38,8 +38,6 @@ Selection select_backward(const evosdpa_params_t& p, const DeviceInfo& dev, cons
   return select_kernel(p, dev, requested, {pointers.data(), pointers.size()}, Pass::kBackward);
 }
 
-std::string name_of(const Selection& s) { return s.family != nullptr ? s.family->name : "(none)"; }
-
 void expect_refused(const evosdpa_params_t& p, evosdpa_status_t status, const std::string& words) {
   const Check c = validate_backward_params(p);
   EXPECT_EQ(c.status, status) << c.message;

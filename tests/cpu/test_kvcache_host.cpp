@@ -32,8 +32,6 @@ evosdpa_params_t paged_decode(int64_t d = 128) {
   return p;
 }
 
-std::string name_of(const Selection& s) { return s.family != nullptr ? s.family->name : "(none)"; }
-
 TEST(KvCacheValidation, PagedDecodeIsValid) {
   const Check c = validate_params(paged_decode());
   EXPECT_TRUE(c.ok()) << c.message;

@@ -41,8 +41,6 @@ Selection select_any_arch(const evosdpa_params_t& p, const DeviceInfo& dev, cons
   return select_kernel(p, dev, requested, families.table());
 }
 
-std::string name_of(const Selection& s) { return s.family != nullptr ? s.family->name : "(none)"; }
-
 TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
     for (int64_t d : {64, 128}) {

@@ -26,8 +26,6 @@ evosdpa_params_t packed(int64_t d = 128) {
   return p;
 }
 
-std::string name_of(const Selection& s) { return s.family != nullptr ? s.family->name : "(none)"; }
-
 TEST(VarlenValidation, PackedBatchIsValidAndViewedAsItsRows) {
   const evosdpa_params_t p = packed();
   const Check c = validate_params(p);

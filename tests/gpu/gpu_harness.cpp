@@ -58,6 +58,25 @@ int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, in
   return batch * strides_for(l, heads, seqlen, head_dim).batch + 8;
 }
 
+evosdpa::Result run_poisoned(const evosdpa_params_t& p, const std::string& kernel, evosdpa_dtype_t dtype,
+                             const DeviceBuffer& o_buf, const DeviceBuffer& lse_buf, std::vector<float>& o,
+                             std::vector<float>& lse) {
+  if (cudaMemset(o_buf.ptr, 0xff, o_buf.bytes) != cudaSuccess ||
+      cudaMemset(lse_buf.ptr, 0xff, lse_buf.bytes) != cudaSuccess)
+    return {EVOSDPA_ERROR_CUDA, "poison failed"};
+  evosdpa::Result r = evosdpa::attention_forward(p, nullptr, kernel);
+  if (!r.ok()) return r;
+  if (cudaDeviceSynchronize() != cudaSuccess) return {EVOSDPA_ERROR_CUDA, "kernel failed"};
+  std::vector<uint16_t> raw(o_buf.bytes / 2);
+  lse.resize(lse_buf.bytes / 4);
+  if (cudaMemcpy(raw.data(), o_buf.ptr, o_buf.bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaMemcpy(lse.data(), lse_buf.ptr, lse_buf.bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+    return {EVOSDPA_ERROR_CUDA, "copy back failed"};
+  o.resize(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) o[i] = evosdpa::host::decode(dtype, raw[i]);
+  return r;
+}
+
 void upload(DeviceBuffer& buf, const std::vector<float>& x, Layout l, int64_t B, int64_t H, int64_t L, int64_t D,
             evosdpa_dtype_t dtype) {
   const Strides st = strides_for(l, H, L, D);

@@ -54,6 +54,12 @@ int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, in
 void upload(DeviceBuffer& buf, const std::vector<float>& x, Layout l, int64_t B, int64_t H, int64_t L, int64_t D,
             evosdpa_dtype_t dtype);
 
+// Runs `kernel` on `p` with the 16-bit O in `o_buf` and the float32 lse in `lse_buf` poisoned (all bits
+// set: NaN) before the call; on success O back as floats in storage order and lse, each buffer whole.
+evosdpa::Result run_poisoned(const evosdpa_params_t& p, const std::string& kernel, evosdpa_dtype_t dtype,
+                             const DeviceBuffer& o_buf, const DeviceBuffer& lse_buf, std::vector<float>& o,
+                             std::vector<float>& lse);
+
 // A problem uploaded to the device, ready to run repeatedly.
 class DeviceProblem {
  public:

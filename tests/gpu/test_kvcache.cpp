@@ -73,19 +73,7 @@ class CacheProblem {
     DeviceBuffer ws(bytes);
     p.workspace = ws.ptr;
     p.workspace_size = bytes;
-    if (cudaMemset(o_.ptr, 0xff, o_.bytes) != cudaSuccess || cudaMemset(lse_.ptr, 0xff, lse_.bytes) != cudaSuccess)
-      return {EVOSDPA_ERROR_CUDA, "poison failed"};
-    r = evosdpa::attention_forward(p, nullptr, kernel);
-    if (!r.ok()) return r;
-    if (cudaDeviceSynchronize() != cudaSuccess) return {EVOSDPA_ERROR_CUDA, "kernel failed"};
-    std::vector<uint16_t> raw(o_.bytes / 2);
-    lse.resize(lse_.bytes / 4);
-    if (cudaMemcpy(raw.data(), o_.ptr, o_.bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(lse.data(), lse_.ptr, lse_.bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-      return {EVOSDPA_ERROR_CUDA, "copy back failed"};
-    o.resize(raw.size());
-    for (size_t i = 0; i < raw.size(); ++i) o[i] = decode(c_.dtype, raw[i]);
-    return r;
+    return run_poisoned(p, kernel, c_.dtype, o_, lse_, o, lse);
   }
 
   evosdpa_params_t params() const {

@@ -96,20 +96,7 @@ class VarlenProblem {
   // storage order, lse in its [H, total_q] or [B, H, Lq] order.
   evosdpa::Result run(const evosdpa_params_t& p, const std::string& kernel, std::vector<float>& o,
                       std::vector<float>& lse) {
-    if (cudaMemset(o_dev_.ptr, 0xff, o_dev_.bytes) != cudaSuccess ||
-        cudaMemset(lse_dev_.ptr, 0xff, lse_dev_.bytes) != cudaSuccess)
-      return {EVOSDPA_ERROR_CUDA, "poison failed"};
-    evosdpa::Result r = evosdpa::attention_forward(p, nullptr, kernel);
-    if (!r.ok()) return r;
-    if (cudaDeviceSynchronize() != cudaSuccess) return {EVOSDPA_ERROR_CUDA, "kernel failed"};
-    std::vector<uint16_t> raw(o_dev_.bytes / 2);
-    lse.resize(lse_dev_.bytes / 4);
-    if (cudaMemcpy(raw.data(), o_dev_.ptr, o_dev_.bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(lse.data(), lse_dev_.ptr, lse_dev_.bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-      return {EVOSDPA_ERROR_CUDA, "copy back failed"};
-    o.resize(raw.size());
-    for (size_t i = 0; i < raw.size(); ++i) o[i] = decode(c_.dtype, raw[i]);
-    return r;
+    return run_poisoned(p, kernel, c_.dtype, o_dev_, lse_dev_, o, lse);
   }
   evosdpa::Result run(const std::string& kernel, std::vector<float>& o, std::vector<float>& lse) {
     return run(params(), kernel, o, lse);

@@ -11,6 +11,7 @@
 
 #include "kernels/kernel_params.hpp"
 #include "kernels/mma/mma_kernel.cuh"
+#include "kernels/sequence.cuh"
 #include "kernels/splitkv/splitkv_config.hpp"
 
 namespace evosdpa::detail::splitkv {
@@ -35,12 +36,6 @@ __device__ __forceinline__ Work block_work(const KernelParams& p) {
   const int split = i % p.num_splits;
   i /= p.num_splits;
   return {i / heads_kv, i % heads_kv, split, rg * kBlockRows};
-}
-
-// Keys sequence b attends to: seqused_k[b] clamped into [0, seqlen_k], or seqlen_k.
-__device__ __forceinline__ int sequence_keys(const KernelParams& p, int b) {
-  if (p.seqused_k == nullptr) return p.seqlen_k;
-  return min(max(p.seqused_k[b], 0), p.seqlen_k);
 }
 
 // Where key `key` of sequence b lives: `outer` is the page it is on (paged) or b (dense), `row` its row
@@ -227,11 +222,12 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
   const int lane = tid % 32;
   const Work w = block_work(p);
 
-  // Keys of this row group: the sequence's, cut at the causal limit of its last query.
-  const int seq_keys = sequence_keys(p, w.b);
-  const int offset = p.causal_bottom_right ? seq_keys - p.seqlen_q : 0;
+  // Keys of this row group: the sequence's (seqused_k, sequence.cuh), cut at the causal limit of its last
+  // query.
+  const Sequence seq = sequence_of(p, w.b);
+  const int offset = seq.causal_offset;
   const int rows = p.seqlen_q * p.kv_group;
-  int key_end = seq_keys;
+  int key_end = seq.len_k;
   if (p.causal) {
     const int last_query = (min(w.row0 + kBlockRows, rows) - 1) / p.kv_group;
     key_end = max(0, min(key_end, last_query + offset + 1));

@@ -40,9 +40,9 @@ __device__ __forceinline__ void store_lse(const KernelParams& p, const Work& w, 
 }
 
 // Packed queries, a sequence's last block: TMA would clip the store at total_q, not at the sequence's
-// end, and write over the next sequence's rows; the warpgroup copies its staged rows (rows_at: their 64 x 128-byte blocks, swizzled
-// as st_shared put them) to global memory itself, 16 bytes per thread and step, rows past the end left
-// out. 16-bit O only (FP8 inputs are refused with packed queries).
+// end, and write over the next sequence's rows; the warpgroup copies its staged rows (rows_at: their
+// 64 x 128-byte blocks, swizzled as st_shared put them) to global memory itself, 16 bytes per thread and
+// step, rows past the end left out. 16-bit O only (FP8 inputs are refused with packed queries).
 template <typename T, int D, int kBlockBytes>
 __device__ __forceinline__ void copy_rows_out(const KernelParams& p, const Work& w, uint32_t rows_at, int row0, int t) {
   constexpr int kChunks = D / 8;  // 16-byte chunks of a row

@@ -54,8 +54,7 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
   w.kv_head = g.kv_group.div(w.head);
   // FP8 rows serve padded batches of the call's lengths only (supports()): no per-sequence arithmetic in
   // their producer's few registers (8 bytes spilled with it).
-  const Sequence seq = kConfigs[kIndex].fp8 ? Sequence{0, 0, p.seqlen_q, p.seqlen_k, p.causal_offset}
-                                            : sequence_of(p, w.batch);
+  const Sequence seq = kConfigs[kIndex].fp8 ? padded_sequence(p) : sequence_of(p, w.batch);
   w.q_start = seq.q_start;
   w.k_start = seq.k_start;
   w.len_q = seq.len_q;
