@@ -64,7 +64,7 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
 cudaError_t run_kernel(const Selection& chosen, const evosdpa_params_t& p, cudaStream_t stream) {
   KernelParams k = make_kernel_params(p);
   k.num_splits = chosen.splits;
-  k.workspace = chosen.splits > 1 ? p.workspace : nullptr;
+  k.workspace = chosen.workspace_bytes > 0 ? p.workspace : nullptr;  // what the family asked for, if given
   return chosen.family->launch(k, p.dtype, chosen.variant, stream);
 }
 

@@ -82,7 +82,7 @@ Check check_forward_workspace(const evosdpa_params_t& p, size_t needed) {
   if (p.workspace_size < needed)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "workspace_size " + std::to_string(p.workspace_size) +
                                                     " is below the " + std::to_string(needed) +
-                                                    " bytes the key splits need (evosdpa_forward_workspace_size)");
+                                                    " bytes the kernel uses (evosdpa_forward_workspace_size)");
   if (p.workspace == nullptr) return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "workspace is a null pointer");
   if (reinterpret_cast<uintptr_t>(p.workspace) % kWorkspaceAlignment != 0)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,

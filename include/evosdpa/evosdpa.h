@@ -205,6 +205,11 @@ typedef struct evosdpa_params {
  *   the split partials, evosdpa_forward_workspace_size() bytes for the library's choice (0 when it would
  *   not split). With a smaller workspace and num_splits 0 the library splits less (not at all without a
  *   workspace pointer); num_splits N > 1 needs the workspace for N (INVALID_ARGUMENT otherwise).
+ *   "wgmma_sm90" uses 16 bytes of it for calls whose sequences have lengths of their own (cu_seqlens_q,
+ *   cu_seqlens_k, seqused_k): a counter from which its blocks claim work, so that sequences of unequal
+ *   lengths keep every SM busy to the end; without a workspace it deals the work in a fixed order (the
+ *   same results, bitwise, more slowly when lengths differ). The call zeroes the counter itself (a
+ *   memset on the stream); the contents need no preparation.
  *
  * page_table and num_splits > 1 are served by the kernels "splitkv_sm80" and "reference" (no split), which
  * "auto" picks for them; seqused_k by those and "wgmma_sm90" and "mma_sm80" too ("auto": splitkv_sm80 for
@@ -305,7 +310,7 @@ evosdpa_status_t evosdpa_backward_workspace_size(const evosdpa_params_t* params,
 
 /* Bytes of workspace evosdpa_attention_forward would use for these params and kernel (workspace and
  * workspace_size are not read) on the current device: 0 unless the chosen kernel splits keys through it
- * (since 0.5; see "Serving" above). */
+ * (since 0.5) or claims work from a counter in it (wgmma_sm90); see "Serving" above. */
 evosdpa_status_t evosdpa_forward_workspace_size(const evosdpa_params_t* params, const char* kernel,
                                                 size_t* bytes);
 

@@ -41,7 +41,8 @@ Result supports(const Params& params, const std::string& kernel = "auto");
 // The backward pass (evosdpa_attention_backward): dq, dk, dv from q, k, v, o, lse and dout in `params`.
 Result attention_backward(const Params& params, cudaStream_t stream = nullptr, const std::string& kernel = "auto");
 
-// Bytes of workspace attention_forward would use for its key splits (evosdpa_forward_workspace_size);
+// Bytes of workspace attention_forward would use for its key splits or work counter
+// (evosdpa_forward_workspace_size);
 // `bytes` is set on success.
 Result forward_workspace_size(const Params& params, size_t& bytes, const std::string& kernel = "auto");
 

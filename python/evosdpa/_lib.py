@@ -304,7 +304,8 @@ def supports_backward(params, kernel=None):
 
 def forward_workspace_size(params, kernel):
     """(status code, message, bytes of device workspace forward() would use for these params and kernel):
-    0 unless the kernel splits keys through it (split-KV over a KV cache; C ABI 0.5)."""
+    0 unless the kernel splits keys through it (split-KV over a KV cache; C ABI 0.5) or claims work from a
+    counter in it (wgmma_sm90 on sequences of their own lengths)."""
     size = c_size_t(0)
     fn = _optional_entry("evosdpa_forward_workspace_size")
     code = fn(ctypes.byref(params), kernel.encode() if kernel else None, ctypes.byref(size))

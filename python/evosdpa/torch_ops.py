@@ -32,8 +32,9 @@ Variable-length batches (C ABI 0.6, evosdpa.h "Variable-length batches"): attent
 packed one after another without padding, q [total_q, Hq, D] and k, v [total_k, Hkv, D], split by int32
 offsets (cu_seqlens_q, cu_seqlens_k) that stay in device memory: the longest lengths come from the caller
 as host ints (max_seqlen_q, max_seqlen_k, FlashAttention's), so the call never reads the GPU and a CUDA
-graph replays with new offsets. Forward only (the library has no varlen backward): its autograd formula
-raises.
+graph replays with new offsets. The Hopper kernel claims work from a counter in the forward's workspace,
+which the op sizes and allocates as for a KV cache. Forward only (the library has no varlen backward): its
+autograd formula raises.
 """
 import math
 import numbers
@@ -762,9 +763,8 @@ def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_se
     p.seqused_k = None if seqused_k is None else seqused_k.data_ptr()
     p.softmax_scale = scale
     p.causal = causal
-    with torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _raise_on_failure(*_lib.forward(p, kernel, stream))
+    # wgmma_sm90's blocks claim work from a counter in the workspace (evosdpa.h), allocated after O and lse.
+    _run_with_workspace(p, kernel, q.device, _lib.forward_workspace_size, _lib.forward)
     return out, lse
 
 

@@ -29,10 +29,11 @@ struct DeviceInfo {
 struct FamilySupport {
   Check check;      // NOT_SUPPORTED with "<family>: <reason>" when the family cannot run the call
   int variant = 0;  // the family's own choice among its instantiations, handed back to launch
-  // Forward key splits through the caller's workspace (splitkv_sm80): the count that runs within the
-  // workspace given (1: none; no workspace pointer, no split unless num_splits asks) and the bytes it
-  // uses, which the call checks against the workspace; and the bytes the family's own choice would use
-  // with any workspace, which evosdpa_forward_workspace_size reports.
+  // The forward's use of the caller's workspace: key splits (splitkv_sm80: the count that runs within the
+  // workspace given, 1 for none, no split without a workspace pointer unless num_splits asks) or a work
+  // counter (wgmma_sm90); the bytes it uses, which the call checks against the workspace and hands to
+  // the kernel (none: a null workspace); and the bytes the family's own choice would use with any
+  // workspace, which evosdpa_forward_workspace_size reports.
   int splits = 1;
   size_t workspace_bytes = 0;
   size_t workspace_wanted = 0;

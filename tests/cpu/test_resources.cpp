@@ -42,14 +42,13 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
       << "expected fp16- and bf16-output instantiations of every FP8 tile-table row";
   EXPECT_EQ(splitkv.size(), 2u * 2u * evosdpa::detail::splitkv::kConfigCount)
       << "expected fp16 and bf16 instantiations of every split-KV row, and of its merge per head dim";
-  // Per Hopper row, fp16 and bf16, a persistent kernel and (rows that split rows, not keys) a cluster one.
   size_t expected = 0;
-  // 16-bit rows: fp16 and bf16, persistent and (unless split_keys) split over clusters; FP8 rows: E4M3,
-  // persistent only.
-  for (const auto& c : evosdpa::detail::wgmma_sm90::kConfigs) expected += c.fp8 ? 1 : c.split_keys ? 2 : 4;
+  // 16-bit rows: fp16 and bf16, persistent and (unless split_keys) split over clusters and with the work
+  // counter (DynamicSchedule); FP8 rows: E4M3, persistent only.
+  for (const auto& c : evosdpa::detail::wgmma_sm90::kConfigs) expected += c.fp8 ? 1 : c.split_keys ? 2 : 6;
   EXPECT_EQ(wgmma.size(), expected)
-      << "expected the sm_90a instantiations of every Hopper tile-table row (fp16 and bf16, persistent and split; "
-         "E4M3 persistent)";
+      << "expected the sm_90a instantiations of every Hopper tile-table row (fp16 and bf16, persistent, split "
+         "and dynamic; E4M3 persistent)";
   for (const auto& v : gate_violations(kernels)) ADD_FAILURE() << v;
   std::cout << report_table(kernels);
 }

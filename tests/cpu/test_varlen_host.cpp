@@ -1,6 +1,6 @@
 // Variable-length (packed) batches without a GPU: validation of cu_seqlens_q / cu_seqlens_k, the totals
-// and the packed tensors' strides, the extents the alias checks use, and which family "auto" and each
-// family by name give such calls.
+// and the packed tensors' strides, the extents the alias checks use, which family "auto" and each
+// family by name give such calls, and the Hopper family's work counter.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -121,6 +121,47 @@ TEST(VarlenSelection, DenseFamiliesServeItOthersRefuse) {
   EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
   EXPECT_NE(s.check.message.find("cu_seqlens"), std::string::npos) << s.check.message;
   EXPECT_NE(name_of(select_kernel(decode, h100, "auto")), "splitkv_sm80");
+}
+
+// wgmma_sm90 claims the items of sequences with lengths of their own from a counter in the workspace:
+// 16 bytes wanted on its persistent grid, used only when the caller gives them; none for padded calls of
+// the call's lengths, nor where one item per CTA leaves nothing to balance.
+TEST(VarlenSelection, HopperWantsAWorkCounterForSequencesOfTheirOwnLengths) {
+  DeviceInfo h100 = device(9, 0);
+  h100.sm_count = 132;
+  evosdpa_params_t p = packed();  // 4 x 16 heads x 8 blocks of 128 rows: 512 items, the persistent grid
+  Selection s = select_kernel(p, h100, "wgmma_sm90");
+  ASSERT_TRUE(s.check.ok()) << s.check.message;
+  EXPECT_EQ(s.workspace_wanted, 16u);
+  EXPECT_EQ(s.workspace_bytes, 0u);  // no workspace: the fixed deal
+  p.workspace = reinterpret_cast<void*>(uintptr_t{0x80000000});
+  p.workspace_size = 15;
+  EXPECT_EQ(select_kernel(p, h100, "wgmma_sm90").workspace_bytes, 0u);
+  p.workspace_size = 1 << 20;
+  s = select_kernel(p, h100, "auto");
+  EXPECT_EQ(name_of(s), "wgmma_sm90");
+  EXPECT_EQ(s.workspace_bytes, 16u);
+  EXPECT_EQ(s.splits, 1);
+  // Padded keys cut by seqused_k: the same.
+  evosdpa_params_t used = valid_params(4, 16, 1000, 1000, 128);
+  used.seqused_k = kCuK;
+  used.workspace = p.workspace;
+  used.workspace_size = p.workspace_size;
+  EXPECT_EQ(select_kernel(used, h100, "wgmma_sm90").workspace_bytes, 16u);
+  // The call's own lengths: nothing.
+  evosdpa_params_t dense = valid_params(4, 16, 1000, 1000, 128);
+  dense.workspace = p.workspace;
+  dense.workspace_size = p.workspace_size;
+  EXPECT_EQ(select_kernel(dense, h100, "wgmma_sm90").workspace_wanted, 0u);
+  // A grid of less than a wave (here 8 items of 64 rows, split_keys): one item per CTA, nothing wanted.
+  evosdpa_params_t few = packed();
+  few.heads_q = few.heads_kv = 1;
+  few.seqlen_q = few.seqlen_k = 128;
+  few.total_q = few.total_k = 512;
+  evosdpa_params_set_bshd_strides(&few);
+  const Selection f = select_kernel(few, h100, "wgmma_sm90");
+  ASSERT_TRUE(f.check.ok()) << f.check.message;
+  EXPECT_EQ(f.workspace_wanted, 0u);
 }
 
 TEST(VarlenSelection, Fp8PackedBatchesAreRefusedByTheFastFamilies) {

@@ -3,7 +3,8 @@
 // three causal modes per sequence, packed queries against padded keys and the reverse, the head-major
 // packed layout, seqused_k with packed keys and with padded ones (a chunk of prefill against a cache),
 // many short sequences, grouped heads, D 64 and 128, fp16 and bf16. Outputs poisoned before each run;
-// every case on wgmma_sm90 (Hopper), mma_sm80, the reference kernel and "auto". Then: offsets out of
+// every case on wgmma_sm90 (Hopper), mma_sm80, the reference kernel and "auto", and on wgmma_sm90 and
+// "auto" with a workspace for the Hopper kernel's work counter (bitwise its fixed deal's). Then: offsets out of
 // range (clamped, never read or written outside the tensors: run under compute-sanitizer by
 // scripts/gpu-check.sh), 100 runs bitwise identical, and "auto"'s choice.
 #include <cuda_runtime_api.h>
@@ -232,36 +233,81 @@ std::vector<VarlenCase> varlen_cases() {
       {"gqa4_long", F16, 128, 4, 1, {1500, 700}, {}, true, true, BR},
       // Padded, per-sequence key counts only: a chunk of prefill against a dense cache.
       {"padded_seqused_prefill", BF16, 128, 8, 2, {200, 200, 200}, {600, 600, 600}, false, false, BR, false, {0, 333, 600}},
+      // The same with more items than SMs (wgmma_sm90's work counter without packed queries).
+      {"padded_seqused_wide", F16, 64, 16, 4, {300, 300, 300, 300, 300, 300}, {700, 700, 700, 700, 700, 700}, false,
+       false, NONE, false, {0, 700, 1, 350, 699, 64}},
+      // Fewer items with rows than CTAs: some CTAs' first claim is already past the last item.
+      {"long_and_short_idle_ctas", F16, 128, 8, 8, {1000, 5, 0}, {}, true, true, NONE},
   };
 }
+
+// wgmma_sm90's work counter (evosdpa.h, workspace): a workspace of garbage, which the call must zero.
+struct Counter {
+  DeviceBuffer buf{256};
+  evosdpa_params_t attach(evosdpa_params_t p) {
+    EXPECT_EQ(cudaMemset(buf.ptr, 0xA5, buf.bytes), cudaSuccess);
+    p.workspace = buf.ptr;
+    p.workspace_size = buf.bytes;
+    return p;
+  }
+};
 
 bool unsupported_device(const evosdpa::Result& r) {
   return r.status == EVOSDPA_ERROR_NOT_SUPPORTED && r.message.find("compute capability") != std::string::npos;
 }
 
-class Varlen : public ::testing::TestWithParam<std::tuple<VarlenCase, std::string>> {};
+// (case, kernel, with a workspace for the work counter)
+class Varlen : public ::testing::TestWithParam<std::tuple<VarlenCase, std::string, bool>> {};
 
 TEST_P(Varlen, MatchesFloat64PerSequence) {
-  const auto& [c, kernel] = GetParam();
+  const auto& [c, kernel, counter] = GetParam();
   const uint64_t seed = case_seed(run_seed(), c.name);
   VarlenProblem prob(c, seed);
+  Counter ws;
+  const std::string what = c.name + " on " + kernel + (counter ? " with a work counter" : "");
   std::vector<float> o, lse;
-  const evosdpa::Result r = prob.run(kernel, o, lse);
+  const evosdpa::Result r = prob.run(counter ? ws.attach(prob.params()) : prob.params(), kernel, o, lse);
   if (unsupported_device(r)) GTEST_SKIP() << r.message;
-  ASSERT_TRUE(r.ok()) << c.name << " on " << kernel << ": " << r.message;
-  prob.check(o, lse, c.name + " on " + kernel, seed);
+  ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+  prob.check(o, lse, what, seed);
+  if (counter) {  // the items are the same computations whichever CTA claims them: bitwise the fixed deal's
+    std::vector<float> fixed_o, fixed_lse;
+    ASSERT_TRUE(prob.run(kernel, fixed_o, fixed_lse).ok());
+    EXPECT_EQ(std::memcmp(o.data(), fixed_o.data(), o.size() * 4), 0) << what << ": O differs from the fixed deal's";
+    EXPECT_EQ(std::memcmp(lse.data(), fixed_lse.data(), lse.size() * 4), 0) << what << ": lse differs";
+  }
 }
 
-std::vector<std::tuple<VarlenCase, std::string>> varlen_params() {
-  std::vector<std::tuple<VarlenCase, std::string>> out;
-  for (const VarlenCase& c : varlen_cases())
-    for (const char* k : {"wgmma_sm90", "mma_sm80", "reference", "auto"}) out.emplace_back(c, k);
+std::vector<std::tuple<VarlenCase, std::string, bool>> varlen_params() {
+  std::vector<std::tuple<VarlenCase, std::string, bool>> out;
+  for (const VarlenCase& c : varlen_cases()) {
+    for (const char* k : {"wgmma_sm90", "mma_sm80", "reference", "auto"}) out.emplace_back(c, k, false);
+    for (const char* k : {"wgmma_sm90", "auto"}) out.emplace_back(c, k, true);
+  }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(All, Varlen, ::testing::ValuesIn(varlen_params()), [](const auto& info) {
-  return std::get<0>(info.param).name + "_" + std::get<1>(info.param);
+  return std::get<0>(info.param).name + "_" + std::get<1>(info.param) + (std::get<2>(info.param) ? "_counter" : "");
 });
+
+// The cases that run on the work counter: wgmma_sm90 asks for it (on an H100) where its persistent grid
+// has more items than SMs, so that the suite above covers that path and not only the fixed deal.
+TEST(VarlenWorkCounter, WantedWhereItemsOutnumberTheSms) {
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  if (major != 9) GTEST_SKIP() << "wgmma_sm90 runs on compute capability 9.x";
+  int wanted = 0;
+  for (const VarlenCase& c : varlen_cases()) {
+    VarlenProblem prob(c, 1);
+    size_t bytes = 0;
+    const evosdpa::Result r = evosdpa::forward_workspace_size(prob.params(), bytes, "wgmma_sm90");
+    ASSERT_TRUE(r.ok()) << c.name << ": " << r.message;
+    if (bytes > 0) ++wanted;
+  }
+  EXPECT_GE(wanted, 5) << "too few cases run on wgmma_sm90's work counter";
+}
 
 // Offsets that are not a valid prefix sum (decreasing, negative, past the total) are clamped: the call
 // succeeds, and nothing outside the tensors is touched (compute-sanitizer memcheck in gpu-check.sh).
@@ -281,14 +327,17 @@ TEST(VarlenOffsets, OutOfRangeOffsetsAreClamped) {
   }
 }
 
-// Packed batches are computed in a fixed order: 100 runs bitwise equal.
+// Packed batches are computed in a fixed order within each item, whichever CTA claims it (the work
+// counter): 100 runs bitwise equal.
 TEST(VarlenDeterminism, HundredRunsAreBitwiseEqual) {
   const VarlenCase c{"det", BF16, 128, 8, 2, {0, 1, 77, 1000, 300}, {}, true, true, BR};
   VarlenProblem prob(c, 7);
+  Counter ws;
+  const evosdpa_params_t p = ws.attach(prob.params());
   std::vector<float> first_o, first_lse, o, lse;
-  ASSERT_TRUE(prob.run("auto", first_o, first_lse).ok());
+  ASSERT_TRUE(prob.run(p, "auto", first_o, first_lse).ok());
   for (int run = 1; run < 100; ++run) {
-    ASSERT_TRUE(prob.run("auto", o, lse).ok());
+    ASSERT_TRUE(prob.run(p, "auto", o, lse).ok());
     ASSERT_EQ(std::memcmp(o.data(), first_o.data(), o.size() * 4), 0) << "run " << run;
     ASSERT_EQ(std::memcmp(lse.data(), first_lse.data(), lse.size() * 4), 0) << "run " << run;
   }

@@ -53,9 +53,9 @@ struct TileConfig {
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
   // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
   // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh), then
-  // per Q buffer its item's Work (6 ints, which the producer computes for the consumers) and the CTA's
-  // plan (2 ints, plan_cta), 32 bytes each, then with
-  // split_keys the partial results the consumers hand to the storing one; plus 1024 bytes to align the base.
+  // per Q buffer its item's Work (11 ints, which the producer computes for the consumers) and the CTA's
+  // plan (up to 4 ints, plan_cta), kWorkSlotBytes each, then with split_keys the partial results the
+  // consumers hand to the storing one; plus 1024 bytes to align the base.
   // FP8 rows add the transposed V ring and per consumer a buffer of its 64 rows of O (2-byte elements)
   // after the V ring, and the transposed ring's full and empty barriers after the others.
   constexpr int vt_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }

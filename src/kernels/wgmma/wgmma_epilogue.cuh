@@ -68,13 +68,17 @@ __device__ __forceinline__ void copy_rows_out(const KernelParams& p, const Work&
 template <typename T, int kIndex>
 struct StoreEpilogue {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
-  // One per storing warpgroup, from its storing thread (split_keys: consumer 0 stores the item's rows).
-  static constexpr uint32_t kQReleases = kCfg.split_keys ? 1 : kCfg.consumers;
-  int pending = -1;  // the storing thread: the Q buffer its last store may still be reading
+  // Every thread of each storing warpgroup (split_keys: the item's one storing consumer): besides the
+  // store, the buffer's slot holds the item's Work, which all of them read. With the storing thread's
+  // arrival alone, their reads were ordered before the next load only through the warpgroup's barrier in
+  // store, which compute-sanitizer's racecheck does not follow: runs of items without tiles (seqused_k
+  // 0), where no K/V stage release orders them either, were reported as WAR hazards on the slot.
+  static constexpr uint32_t kQReleases = (kCfg.split_keys ? 1 : kCfg.consumers) * 128;
+  int pending = -1;  // the Q buffer of the warpgroup's last store, which TMA may still be reading
 
   __device__ void first_s_done(const Smem<kIndex>& sm) {
     if (pending >= 0) {
-      bulk_wait_read();
+      if (threadIdx.x % 128 == 0) bulk_wait_read();  // the storing thread's bulk group
       mbar_arrive(sm.q_empty(pending));
       pending = -1;
     }
@@ -115,7 +119,7 @@ struct StoreEpilogue {
         named_sync_warpgroup(kCfg.consumers + 1 + consumer);
         if (row0 < w.len_q) copy_rows_out<T, D, kBlockBytes>(p, w, rows, row0, t);
         named_sync_warpgroup(kCfg.consumers + 1 + consumer);  // every read of the buffer is done
-        if (t == 0) pending = q_buf;  // released at the next first_s_done, as after a TMA store
+        pending = q_buf;  // released at the next first_s_done, as after a TMA store
         return;
       }
     }
@@ -125,8 +129,8 @@ struct StoreEpilogue {
       for (int b = 0; b < D / 64; ++b)
         tma_store(to, rows + b * kBlockBytes, 64 * b, w.q_start + row0, w.head, q_map_batch(p, w));
       bulk_commit();
-      pending = q_buf;
     }
+    pending = q_buf;
   }
   __device__ void idle() {}
   // The stores complete before the CTA's shared memory goes away.

@@ -20,6 +20,8 @@ namespace {
 constexpr int64_t kTmaAlign = 16;
 constexpr int64_t kMaxTmaStride = int64_t{1} << 40;
 constexpr long long kMaxGridX = INT32_MAX;
+// DynamicSchedule's counter (wgmma_scheduler.cuh), one unsigned in a 16-byte unit of the workspace.
+constexpr size_t kCounterBytes = 16;
 
 wgmma_sm90::Choice choice_for(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return wgmma_sm90::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, p.seqlen_k,
@@ -70,7 +72,16 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (blocks > kMaxGridX)
     return refuse(who + "batch * heads_q * ceil(seqlen_q / " + std::to_string(block_m) +
                   ") work items exceed 2^31-1");
-  return {{}, choice.variant()};
+  FamilySupport s{{}, choice.variant()};
+  // Sequences of their own lengths on the persistent grid with more items than CTAs: items claimed from
+  // a counter in the caller's workspace when there is one (a fixed deal otherwise; with at most one item
+  // per CTA there is nothing to balance, and the counter's memset would only cost time).
+  if (!fp8 && !wgmma_sm90::kConfigs[variant].split_keys && choice.splits == 1 && blocks > dev.sm_count &&
+      (uses_varlen(p) || p.seqused_k != nullptr)) {
+    s.workspace_wanted = kCounterBytes;
+    if (p.workspace != nullptr && p.workspace_size >= kCounterBytes) s.workspace_bytes = kCounterBytes;
+  }
+  return s;
 }
 
 // One CTA per SM (up to 214 KB of shared memory, 384 or 512 threads). With its CTAs on fewer than half

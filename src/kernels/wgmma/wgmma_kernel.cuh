@@ -105,20 +105,35 @@ __device__ __forceinline__ void plan_cta(const CUtensorMap* tq, const CUtensorMa
   mbar_init(sm.q_full(0), 1);
   mbar_init(sm.k_full(0), 1);
   mbar_init_fence();
-  const int items = Schedule::items(g);
-  int last = items - 1;
-  if (items > 0) {
-    const Work w = Schedule::item(p, g, 0);
+  if constexpr (Schedule::kDynamic) {
+    // The first item, or the end (its Q buffer completes at once and every role stops). The plan: 1 and 0
+    // with an item (its count is not known; 0: the consumers' turns start), else 0 and -1; the cursor
+    // for the producer's walk.
+    Cursor cursor;
+    const Work w = Schedule::locate(p, g, cursor, blockIdx.x);
     write_work(sm, 0, w);
     issue_q(tq, p, sm, 0, w);
     if (w.n_tiles > 0) issue_kv<kIndex>(tk, p, sm.k(0), sm.k_full(0), w, 0);
-    // Searched from the end: summing every item's tiles first held the consumers back from their first
-    // item (causal D=64 L=512-1024, ~31 items per CTA: 4% of the run).
-    while (last > 0 && Schedule::item(p, g, last).n_tiles == 0) --last;
-    if (last == 0 && w.n_tiles == 0) last = -1;
+    st_shared(sm.plan(0), w.is_end() ? 0u : 1u);
+    st_shared(sm.plan(1), w.is_end() ? ~0u : 0u);
+    st_shared(sm.plan(2), static_cast<uint32_t>(cursor.b));
+    st_shared(sm.plan(3), static_cast<uint32_t>(cursor.base));
+  } else {
+    const int items = Schedule::items(g);
+    int last = items - 1;
+    if (items > 0) {
+      const Work w = Schedule::item(p, g, 0);
+      write_work(sm, 0, w);
+      issue_q(tq, p, sm, 0, w);
+      if (w.n_tiles > 0) issue_kv<kIndex>(tk, p, sm.k(0), sm.k_full(0), w, 0);
+      // Searched from the end: summing every item's tiles first held the consumers back from their first
+      // item (causal D=64 L=512-1024, ~31 items per CTA: 4% of the run).
+      while (last > 0 && Schedule::item(p, g, last).n_tiles == 0) --last;
+      if (last == 0 && w.n_tiles == 0) last = -1;
+    }
+    st_shared(sm.plan(0), static_cast<uint32_t>(items));
+    st_shared(sm.plan(1), static_cast<uint32_t>(last));
   }
-  st_shared(sm.plan(0), static_cast<uint32_t>(items));
-  st_shared(sm.plan(1), static_cast<uint32_t>(last));
 }
 
 // The CTA's item count, from its plan; a constant where the schedule gives each CTA one item (the
@@ -156,17 +171,39 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
   const int items = cta_items<Schedule>(sm);
   if (items == 0) return;
   Work next = read_work(p, sm, 0);
-  for (int iter = 0; iter < items; ++iter) {
-    const Work w = next;
-    const bool ahead = iter + 1 < items;
+  for (int iter = 0; Schedule::kDynamic || iter < items; ++iter) {
+    // DynamicSchedule: the item's Work from its slot, where load_q put it (in 24 registers, the thread
+    // cannot hold it and the next one's: 56 bytes spilled).
+    const Work w = Schedule::kDynamic ? read_work(p, sm, iter % TileConfig::kQBuffers) : next;
+    if constexpr (Schedule::kDynamic)
+      if (w.is_end()) break;
+    // The claim of the next item goes out first; its answer is read only at load_next_q, under this
+    // item's first loads. On equal-length sequences (H100, fp16, 16k tokens, docs/perf-log.md v12.1) the
+    // counter ran 1.5-5% behind the fixed deal while only the storing threads released Q buffers (the
+    // same order with a computed ticket as fast as the fixed deal, with the atomic's answer discarded as
+    // slow as the counter; a claim a whole item ahead or relaxed K/V arrivals no better; a claiming thread
+    // of its own spilled this warpgroup's 24 registers), and 0-5% since every consumer thread releases
+    // them (non-causal within 1%, causal 4-5%).
+    unsigned ticket = 0;
+    if constexpr (Schedule::kDynamic) ticket = Schedule::claim(p);
+    // A dynamic CTA always loads a next Work: its next item's or the end, which stops the consumers.
+    const bool ahead = Schedule::kDynamic || iter + 1 < items;
     // The next Q waits for its buffer, which the epilogue releases after this item's first S GEMM. It goes
     // after the loads of the tile that reuses no stage of this item (tile stages - 1, or the last): any
     // later tile waits for tile 0's stage, freed after that GEMM anyway. Issued after tile 0, it held
     // tile 1 back by a load latency per item (clock64 trace at D=64 L=512: ~2,800 cycles in ~21,000).
     const int q_after = min(kCfg.stages, w.n_tiles) - 1;
     const auto load_next_q = [&] {
-      next = Schedule::item(p, g, iter + 1);
-      load_q(tq, p, sm, iter + 1, next);
+      if constexpr (Schedule::kDynamic) {
+        // The walk's cursor stays in the plan between items, for the same reason.
+        Cursor cursor{static_cast<int>(ld_shared_u32(sm.plan(2))), static_cast<int>(ld_shared_u32(sm.plan(3)))};
+        load_q(tq, p, sm, iter + 1, Schedule::locate(p, g, cursor, ticket));
+        st_shared(sm.plan(2), static_cast<uint32_t>(cursor.b));
+        st_shared(sm.plan(3), static_cast<uint32_t>(cursor.base));
+      } else {
+        next = Schedule::item(p, g, iter + 1);
+        load_q(tq, p, sm, iter + 1, next);
+      }
     };
     if (w.n_tiles == 0 && ahead) load_next_q();
     const auto load_k = [&](int t) {
@@ -642,23 +679,29 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consum
   constexpr bool kFp8 = kConfigs[kIndex].fp8;
   const int items = cta_items<Schedule>(sm);
   Epilogue epilogue;
-  // The CTA's last item with tiles holds the last turn, which is kept.
+  // The CTA's last item with tiles holds the last turn, which is kept. A dynamic CTA does not know its last
+  // item: every turn is passed on, and consumer 0 takes the one left after the end.
   const int last = static_cast<int>(ld_shared_u32(sm.plan(1)));
   if (last >= 0 && consumer == kConfigs[kIndex].consumers - 1) named_arrive(1);  // consumer 0 takes the first turn
   int tiles = 0;
-  for (int iter = 0; iter < items; ++iter) {
+  for (int iter = 0; Schedule::kDynamic ? items > 0 : iter < items; ++iter) {
     const int buf = iter % TileConfig::kQBuffers;
     mbar_wait(sm.q_full(buf), (iter / TileConfig::kQBuffers) & 1);
     const Work w = read_work(p, sm, buf);
+    if constexpr (Schedule::kDynamic)
+      if (w.is_end()) break;
     float scale_log2 = p.scale_log2, v_descale = 1.f;
     if constexpr (kFp8) {
       const int64_t at = w.batch * p.descale_batch_stride + w.kv_head * p.descale_head_stride;
       scale_log2 *= p.q_descale[at] * p.k_descale[at];
       v_descale = p.v_descale[at];
     }
-    consume_item<T, kIndex>(p, to, w, consumer, sm, epilogue, iter, tiles, iter == last, scale_log2, v_descale);
+    consume_item<T, kIndex>(p, to, w, consumer, sm, epilogue, iter, tiles, !Schedule::kDynamic && iter == last,
+                            scale_log2, v_descale);
     tiles += w.n_tiles;
   }
+  if constexpr (Schedule::kDynamic)
+    if (last >= 0 && consumer == 0) named_sync(1);
   epilogue.finish();
 }
 

@@ -124,15 +124,27 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
       }
     }
   }
-  auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex>, StoreEpilogue<T, kIndex>>;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
   // One CTA per SM fits (shared memory and registers); the grid is persistent, at most one CTA per SM.
   // A split_keys row takes one item per CTA (its consumers hand over through one shared-memory area).
   const int64_t grid = cfg.split_keys ? items : std::min<int64_t>(items, sms);
-  const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(grid));
-  kernel<<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p, geo);
-  return cudaGetLastError();
+  const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(grid), cfg.elem_bytes());
+  const auto run = [&](auto* kernel) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    kernel<<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p, geo);
+    return cudaGetLastError();
+  };
+  if constexpr (!cfg.split_keys && !cfg.fp8) {
+    // The workspace (supports(): sequences of their own lengths) holds DynamicSchedule's counter. A
+    // memset, not a kernel's own zeroing: no CTA could tell when the others had seen the old count. A
+    // stream operation like the kernel, so the call stays capturable.
+    if (p.workspace != nullptr) {
+      err = cudaMemsetAsync(p.workspace, 0, sizeof(unsigned), stream);
+      if (err != cudaSuccess) return err;
+      return run(attention_kernel<T, kIndex, DynamicSchedule<kIndex>, StoreEpilogue<T, kIndex>>);
+    }
+  }
+  return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex>, StoreEpilogue<T, kIndex>>);
 }
 
 // KernelFamily::probe_image on this instantiation (see mma_launch.cuh).

@@ -1,6 +1,8 @@
 // Work scheduling of the Hopper kernel: its work items (block_m query rows of one (batch, head), and a
-// range of their K/V tiles) and which CTA takes which. Two policies:
+// range of their K/V tiles) and which CTA takes which. Three policies:
 //  - PersistentSchedule: one CTA per SM takes whole items in turn, in the order of wgmma_order.hpp.
+//  - DynamicSchedule: one CTA per SM claims whole items one at a time from a counter (sequences of
+//    their own lengths, whose items differ in length).
 //  - SplitSchedule: fewer items than SMs; each item's tiles are split among the CTAs of a cluster, one
 //    item per cluster, and the CTAs merge their partial results (wgmma_merge.cuh).
 #pragma once
@@ -34,6 +36,9 @@ struct Work {
   int len_q, len_k;   // the sequence's queries and keys
   int causal_offset;  // with a causal mask, query i sees key j <= i + causal_offset
   static constexpr int kFields = 11;
+  // The end of a CTA's items (DynamicSchedule): no rows, so that its Q "load" completes at once.
+  static __device__ __forceinline__ Work end() { return {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}; }
+  __device__ __forceinline__ bool is_end() const { return n_tiles < 0; }
 };
 static_assert(Work::kFields * 4 <= TileConfig::kWorkSlotBytes, "a Work's fields fit its shared-memory slot");
 
@@ -72,6 +77,7 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
 template <int kIndex>
 struct PersistentSchedule {
   static constexpr bool kOneItem = false;  // CTAs may take several items
+  static constexpr bool kDynamic = false;  // each CTA's items are known from the start
   static __device__ __forceinline__ int items(const Geometry& g) {
     const QuotRem r = g.grid.divmod(g.items);
     return r.quot + (static_cast<int>(blockIdx.x) < r.rem ? 1 : 0);
@@ -87,6 +93,7 @@ struct PersistentSchedule {
 template <int kIndex>
 struct SplitSchedule {
   static constexpr bool kOneItem = true;
+  static constexpr bool kDynamic = false;
   static __device__ __forceinline__ int items(const Geometry&) { return 1; }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int) {
     const int n = static_cast<int>(cluster_size()), r = static_cast<int>(cluster_rank());
@@ -96,6 +103,70 @@ struct SplitSchedule {
     w.t0 = r * tiles / n;
     w.n_tiles = (r + 1) * tiles / n - w.t0;
     return w;
+  }
+};
+
+// Calls whose sequences have lengths of their own (cu_seqlens, seqused_k) with a workspace: items
+// differ in length (a query block's keys are its sequence's), so a fixed deal leaves the CTA with the
+// longest items last; here each CTA takes its first item, blockIdx.x, and then claims the next from a
+// counter in the workspace (zeroed by the launch) at the start of each item, so the CTAs end within
+// about one item of each other. Claimed in this order, the longest items go first: sequence by sequence, each sequence's heads in sections (Geometry::section: with a causal
+// mask as many heads as have their K and V in L2 together, so that the items running side by side
+// share them; without, one head), each section's query blocks from the last (with a causal mask the
+// longest) to the first, all its heads' block j before block j - 1. A model of the H100 runs (tile
+// counts per item, 132 CTAs, the varlen benchmark's shapes) put the fixed deal at 0.54-0.99 of dense's
+// rate with mixed lengths and this order at 0.85-1.03, with equal ones 1.00-1.03 (a head's blocks in
+// turn instead: 0.96-0.98 causal, measured 0.90-0.94). Only blocks that hold rows of their sequence are
+// numbered: with packed queries the producer walks the sequences' offsets, resuming from where its
+// previous item was found (its indices only grow). A CTA's items end with Work::end().
+struct Cursor {
+  int b = 0;     // the sequence the last item was found in
+  int base = 0;  // items before it
+};
+
+template <int kIndex>
+struct DynamicSchedule {
+  static constexpr bool kOneItem = false;
+  static constexpr bool kDynamic = true;
+  static_assert(!kConfigs[kIndex].split_keys && !kConfigs[kIndex].fp8,
+                "rows of one item per CTA and FP8 rows (padded calls only) keep the fixed deal");
+
+  // The index of the CTA's next item: past the first round of the grid, in claim order. Unsigned: every
+  // CTA's last claim passes the item count, which itself may come close to 2^31.
+  static __device__ __forceinline__ unsigned claim(const KernelParams& p) {
+    return gridDim.x + atomicAdd(static_cast<unsigned*>(p.workspace), 1u);
+  }
+
+  // Item `index` (cursor: where the previous index was found, updated), or Work::end() past the last.
+  static __device__ __forceinline__ Work locate(const KernelParams& p, const Geometry& g, Cursor& cursor,
+                                                unsigned index) {
+    constexpr int BM = Shape<kIndex>::kBlockM;
+    if (p.cu_seqlens_q == nullptr) {  // every sequence has the call's query blocks
+      if (index >= static_cast<unsigned>(g.items)) return Work::end();
+      const QuotRem at = g.sequence_items.divmod(static_cast<int>(index));
+      const QuotRem in = g.section_items.divmod(at.rem);
+      return in_section(p, g, at.quot, g.q_blocks.divisor(), in.quot, in.rem);
+    }
+    int blocks = 0;
+    for (;; ++cursor.b) {
+      if (cursor.b >= p.batch) return Work::end();
+      int start = 0, len = 0;
+      packed_rows(p.cu_seqlens_q, cursor.b, p.total_q, p.seqlen_q, start, len);
+      blocks = (len + BM - 1) / BM;
+      if (index < static_cast<unsigned>(cursor.base + blocks * p.heads_q)) break;
+      cursor.base += blocks * p.heads_q;  // at most the grid's q_blocks * batch * heads_q < 2^31
+    }
+    const int r = static_cast<int>(index) - cursor.base, per_section = blocks * g.section.divisor();
+    const int sec = r / per_section;
+    return in_section(p, g, cursor.b, blocks, sec, r - sec * per_section);
+  }
+
+  // Item r of section `sec` of sequence b, whose heads have `blocks` query blocks: block rank r / S
+  // (the last block first) of the section's head r % S.
+  static __device__ __forceinline__ Work in_section(const KernelParams& p, const Geometry& g, int b, int blocks,
+                                                    int sec, int r) {
+    const QuotRem bh = g.section.divmod(r);
+    return whole_item<kIndex>(p, g, {blocks - 1 - bh.quot, b * p.heads_q + sec * g.section.divisor() + bh.rem});
   }
 };
 

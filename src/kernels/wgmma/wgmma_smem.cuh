@@ -56,7 +56,8 @@ struct Smem {
   __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
   // Field f (Work's, in write_work's order) of the Work of the item whose Q is in `buffer`.
   __device__ uint32_t work(int buffer, int f) const { return base + kWork + TileConfig::kWorkSlotBytes * buffer + 4 * f; }
-  // The CTA's plan (plan_cta): its item count (f = 0) and its last item with tiles (f = 1).
+  // The CTA's plan (plan_cta): its item count (f = 0) and its last item with tiles (f = 1); with
+  // DynamicSchedule where its last item was found (f = 2, 3: the Cursor).
   __device__ uint32_t plan(int f) const { return work(TileConfig::kQBuffers, f); }
   __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
   // split_keys: float f of thread t's hand-over in slot h (one per consumer but the storer; a warp's 32
