@@ -183,7 +183,7 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
     // same order with a computed ticket as fast as the fixed deal, with the atomic's answer discarded as
     // slow as the counter; a claim a whole item ahead or relaxed K/V arrivals no better; a claiming thread
     // of its own spilled this warpgroup's 24 registers), and 0-5% since every consumer thread releases
-    // them (non-causal within 1%, causal 4-5%).
+    // them (non-causal within 1%, causal 2-5%).
     unsigned ticket = 0;
     if constexpr (Schedule::kDynamic) ticket = Schedule::claim(p);
     // A dynamic CTA always loads a next Work: its next item's or the end, which stops the consumers.
