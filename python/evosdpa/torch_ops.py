@@ -121,7 +121,7 @@ def _check(q, k, v, layout: str) -> None:
         raise ValueError(f"evosdpa: k and v head counts differ: {hk} and {hv}")
     if lk != lv:
         raise ValueError(f"evosdpa: k and v sequence lengths differ: {lk} and {lv}")
-    if hk == 0 or hq % hk != 0:
+    if (hk == 0 and hq != 0) or (hk != 0 and hq % hk != 0):  # no heads at all: an empty result
         raise ValueError(f"evosdpa: q heads ({hq}) must be a multiple of k/v heads ({hk})")
     if not (dq == dk == dv):
         raise ValueError(f"evosdpa: head_dim differs: q {dq}, k {dk}, v {dv}")
@@ -466,7 +466,7 @@ def _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits) 
         raise ValueError(f"evosdpa: head_dim differs: q {d}, k_cache and v_cache {dk}")
     if d not in _HEAD_DIMS:
         raise ValueError(f"evosdpa: head_dim {d} is not supported (supported: 64, 128)")
-    if hk == 0 or hq % hk != 0:
+    if (hk == 0 and hq != 0) or (hk != 0 and hq % hk != 0):  # no heads at all: an empty result
         raise ValueError(f"evosdpa: q heads ({hq}) must be a multiple of k_cache/v_cache heads ({hk})")
     if paged:
         if block_table.dtype != torch.int32:
@@ -684,7 +684,7 @@ def _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, 
         raise ValueError(f"evosdpa: head_dim differs: q {d}, k and v {dk}")
     if d not in _HEAD_DIMS:
         raise ValueError(f"evosdpa: head_dim {d} is not supported (supported: 64, 128)")
-    if hk == 0 or hq % hk != 0:
+    if (hk == 0 and hq != 0) or (hk != 0 and hq % hk != 0):  # no heads at all: an empty result
         raise ValueError(f"evosdpa: q heads ({hq}) must be a multiple of k/v heads ({hk})")
     for name, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
         if t.dtype != torch.int32:

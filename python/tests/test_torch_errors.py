@@ -46,6 +46,7 @@ def fake_cuda():
     (lambda: qkv((2, 4, 16, 80)), ValueError, "head_dim 80 is not supported"),
     (lambda: (meta(2, 4, 16, 64), meta(3, 4, 16, 64), meta(3, 4, 16, 64)), ValueError, "batch sizes differ"),
     (lambda: (meta(2, 4, 16, 64), meta(2, 3, 16, 64), meta(2, 3, 16, 64)), ValueError, "multiple of k/v heads"),
+    (lambda: (meta(2, 4, 16, 64), meta(2, 0, 16, 64), meta(2, 0, 16, 64)), ValueError, "multiple of k/v heads"),
     (lambda: (meta(2, 4, 16, 64), meta(2, 4, 16, 128), meta(2, 4, 16, 128)), ValueError, "head_dim differs"),
     (lambda: (meta(2, 4, 16, 64), meta(2, 4, 16, 64), meta(2, 4, 17, 64)), ValueError, "sequence lengths differ"),
 ])

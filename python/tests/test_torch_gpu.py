@@ -172,6 +172,9 @@ def test_empty_keys_and_queries(rng):
     check_attention(out, q, kv, kv, lse=lse, rng=rng)
     out = evosdpa.attention(q[:, :, :0], q, q)
     assert out.shape == (1, 2, 0, 64)
+    # No heads at all: an empty result, as with no batch or no queries (PyTorch's SDPA does the same).
+    out, lse = evosdpa.attention(q[:, :0], q[:, :0], q[:, :0], return_lse=True)
+    assert out.shape == (1, 0, 5, 64) and lse.shape == (1, 0, 5)
 
 
 def test_strided_inputs(rng):

@@ -275,6 +275,9 @@ def test_empty_batches(rng):
     assert out.shape == (0, 4, d) and lse.shape == (4, 0)
     out, lse = evosdpa.attention_varlen(q0, k, v, cu([], device), cu([], device), 0, 0, return_softmax_lse=True)
     assert out.shape == (0, 4, d) and lse.shape == (4, 0)
+    # No heads at all: an empty result.
+    out, lse = evosdpa.attention_varlen(q[:, :0], q[:, :0], q[:, :0], cu_q, cu_q, 6, 6, return_softmax_lse=True)
+    assert out.shape == (10, 0, d) and lse.shape == (0, 10)
 
 
 @needs_gpu
