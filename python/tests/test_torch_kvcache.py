@@ -183,6 +183,15 @@ def test_scales_and_large_magnitudes(dtype, rng):
 
 
 @needs_gpu
+def test_no_heads_is_an_empty_result(rng):
+    k_cache, v_cache, _ = make_cache(rng, "dense", 2, 2, 64, torch.float16, 100)
+    q = rng.randn(2, 3, 4, 64, dtype=torch.float16)
+    out, lse = evosdpa.attention_with_kvcache(q[:, :, :0], k_cache[:, :, :0], v_cache[:, :, :0], cache_seqlens=50,
+                                              return_softmax_lse=True)
+    assert out.shape == (2, 3, 0, 64) and lse.shape == (2, 0, 3)
+
+
+@needs_gpu
 def test_lengths_as_int_none_and_clamped(rng):
     b, hq, hkv, d, lk = 3, 4, 2, 64, 300
     k_cache, v_cache, _ = make_cache(rng, "dense", b, hkv, d, torch.float16, lk)
