@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "validation.hpp"
+
 namespace evosdpa::detail {
 
 float effective_scale(const evosdpa_params_t& p) {
@@ -39,7 +41,11 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.scale = effective_scale(p);
   k.scale_log2 = static_cast<float>(static_cast<double>(k.scale) * 1.4426950408889634);
   k.causal = p.causal != EVOSDPA_CAUSAL_NONE;
-  k.causal_offset = p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT ? static_cast<int>(p.seqlen_k - p.seqlen_q) : 0;
+  // The diagonal: bottom-right for a bottom-right causal mask and for a window without a causal mask
+  // (FlashAttention's alignment, evosdpa.h).
+  const bool bottom_right =
+      p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT || (uses_window(p) && p.causal == EVOSDPA_CAUSAL_NONE);
+  k.causal_offset = bottom_right ? static_cast<int>(p.seqlen_k - p.seqlen_q) : 0;
   k.o_dtype = output_dtype(p);
   k.q_descale = p.q_descale;
   k.k_descale = p.k_descale;
@@ -51,7 +57,12 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.page_table_batch_stride = p.page_table_batch_stride;
   k.page_size = static_cast<int>(p.page_size);
   k.num_pages = static_cast<int>(p.num_pages);
-  k.causal_bottom_right = p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT;
+  k.causal_bottom_right = bottom_right;
+  const auto bound = [](int64_t w) { return static_cast<int>(w >= 0 && w < kNoWindowBound ? w : kNoWindowBound); };
+  k.sliding_window = uses_window(p);
+  k.window_left = uses_window(p) ? bound(p.window_left) : 0;
+  k.window_right = uses_window(p) ? bound(p.window_right) : 0;
+  k.softcap = p.softcap;
   k.num_splits = 1;
   k.workspace = nullptr;
   k.cu_seqlens_q = p.cu_seqlens_q;

@@ -5,6 +5,7 @@ set(EVOSDPA_SOURCES
   src/validation.cpp
   src/validation_backward.cpp
   src/validation_kvcache.cpp
+  src/validation_mods.cpp
   src/validation_varlen.cpp
   src/selection.cpp
   src/dispatch.cpp

@@ -237,6 +237,7 @@ Check validate_common(const evosdpa_params_t& p) {
                                                     std::to_string(p.heads_kv) + ")");
   if (Check c = check_kv_cache_fields(p); !c.ok()) return c;
   if (Check c = check_varlen_fields(p); !c.ok()) return c;
+  if (Check c = check_score_mod_fields(p); !c.ok()) return c;
   if (std::isinf(p.softmax_scale))
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite (NaN asks for 1/sqrt(head_dim))");
 

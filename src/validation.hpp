@@ -158,4 +158,16 @@ Check check_workspace(const evosdpa_params_t& p, size_t needed);
 // check_row_alignment over q, k, v, o and dout, dq, dk, dv.
 Check check_backward_row_alignment(const evosdpa_params_t& p, int64_t bytes);
 
+// ---- Sliding window and softcap (validation_mods.cpp) ----
+
+// Whether the call asks for a sliding window, a softcap, or either.
+bool uses_window(const evosdpa_params_t& p);
+bool uses_softcap(const evosdpa_params_t& p);
+bool uses_score_mods(const evosdpa_params_t& p);
+// The fields' own rules (called by validate_common): sliding_window 0 or 1, bounds >= -1 and 0 without a
+// window, softcap finite and >= 0.
+Check check_score_mod_fields(const evosdpa_params_t& p);
+// For a family that has neither: NOT_SUPPORTED (without the family's prefix) when the call asks for one.
+Check check_no_score_mods(const evosdpa_params_t& p);
+
 }  // namespace evosdpa::detail

@@ -1,7 +1,7 @@
 /*
  * evosdpa C ABI: fused scaled-dot-product attention on NVIDIA GPUs, forward and backward.
  *
- *   O = softmax(scale * Q K^T [+ causal mask]) V
+ *   O = softmax(mask(cap(scale * Q K^T))) V   (cap: optional softcap; mask: causal, sliding window, lengths)
  *   backward: dQ, dK, dV from Q, K, V, O, dO and the forward's log-sum-exp
  *
  * Tensors are device pointers viewed as [batch, heads, seq, head_dim] with explicit strides in
@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define EVOSDPA_VERSION_MAJOR 0
-#define EVOSDPA_VERSION_MINOR 6
+#define EVOSDPA_VERSION_MINOR 7
 #define EVOSDPA_VERSION_PATCH 0
 
 typedef enum evosdpa_status {
@@ -174,6 +174,11 @@ typedef struct evosdpa_params {
   const int32_t* cu_seqlens_k; /* NULL, or device int32 [batch + 1]: the same for the rows of k and v */
   int64_t total_q;             /* rows of the packed q and o with cu_seqlens_q, else 0 */
   int64_t total_k;             /* rows of the packed k and v with cu_seqlens_k, else 0 */
+  /* Since 0.7: a sliding window and a logit softcap (see "Sliding window and softcap" below). */
+  int64_t window_left;    /* with sliding_window: keys before the diagonal a query sees (>= 0), or -1 for all */
+  int64_t window_right;   /* with sliding_window: keys after the diagonal a query sees (>= 0), or -1 for all */
+  int32_t sliding_window; /* 0: no window (window_left and window_right must be 0); 1: they apply */
+  float softcap;          /* 0: none; c > 0: each scaled score s becomes c * tanh(s / c) before the softmax */
   /* New fields go here, zero meaning off/default (see above). */
 } evosdpa_params_t;
 
@@ -241,6 +246,26 @@ typedef struct evosdpa_params {
  *
  * cu_seqlens_q and cu_seqlens_k are served by the kernels "wgmma_sm90" (16-bit inputs), "mma_sm80" and
  * "reference"; the forward only (the backward refuses them, NOT_SUPPORTED).
+ */
+
+/*
+ * Sliding window and softcap (since 0.7), FlashAttention's window_size and softcap.
+ *
+ * sliding_window = 1: query i sees key j only when
+ *     i + offset - window_left <= j <= i + offset + window_right
+ *   (a bound of -1 is no bound on its side), on top of the causal mask and the sequence's own keys. offset
+ *   places the diagonal: 0 with a TOP_LEFT causal mask, else seqlen_k - seqlen_q (bottom-right, also
+ *   without a causal mask: FlashAttention's alignment), per sequence with cu_seqlens or seqused_k as for
+ *   causal masks. Mistral's and Gemma's sliding window of W keys, the query's own included, is
+ *   window_left = W - 1 with a causal mask. sliding_window other than 0 or 1, a bound below -1, or a
+ *   bound other than 0 without sliding_window: INVALID_ARGUMENT.
+ * softcap = c > 0: the scaled score s = scale * q.k becomes c * tanh(s / c) (Gemma 2's logit soft-capping)
+ *   before the masks and the softmax; the lse is that of the capped scores. 0 is none; a negative,
+ *   infinite or NaN value: INVALID_ARGUMENT.
+ * A row that sees no key (a window past the sequence's keys) gets O = 0 and lse = -inf, as always.
+ *
+ * Served by "wgmma_sm90" (fp16 and bf16 inputs) and "reference"; the others refuse them
+ * (NOT_SUPPORTED), as does the backward pass.
  */
 
 /*

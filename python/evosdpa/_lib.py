@@ -21,7 +21,7 @@ import ctypes
 import math
 import os
 import re
-from ctypes import c_char_p, c_double, c_float, c_int, c_int64, c_size_t, c_void_p
+from ctypes import c_char_p, c_double, c_float, c_int, c_int32, c_int64, c_size_t, c_void_p
 
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NO_DEVICE, DEVICE, CUDA = range(6)
 DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT8_E4M3 = 0, 1, 2
@@ -29,7 +29,7 @@ CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 BACKWARD_DETERMINISTIC, BACKWARD_FAST = 0, 1
 
 # The evosdpa.h whose evosdpa_params_t the Params mirror below copies.
-HEADER_VERSION = "0.6.0"
+HEADER_VERSION = "0.7.0"
 
 
 class Params(ctypes.Structure):
@@ -71,6 +71,11 @@ class Params(ctypes.Structure):
         ("cu_seqlens_k", c_void_p),  # NULL or device int32 [batch + 1]: the same for k, v
         ("total_q", c_int64),        # rows of the packed q and o with cu_seqlens_q, else 0
         ("total_k", c_int64),        # rows of the packed k and v with cu_seqlens_k, else 0
+        # 0.7: a sliding window and a logit softcap (evosdpa.h "Sliding window and softcap")
+        ("window_left", c_int64),    # with sliding_window: keys before the diagonal a query sees, or -1 for all
+        ("window_right", c_int64),   # with sliding_window: keys after the diagonal, or -1 for all
+        ("sliding_window", c_int32),  # 0 none (both bounds 0), 1 the bounds apply
+        ("softcap", c_float),  # 0 none; c > 0: scores become c * tanh(s / c)
     ]
 
 
@@ -114,7 +119,9 @@ _OPTIONAL_SINCE = {**{name: ("no backward pass", "0.4.0") for name in _BACKWARD_
 
 # Since 0.6, features that are Params fields only: what each is, its fields and the C ABI version that added
 # them, for the RuntimeError require_fields() raises when the library is older.
-_FIELDS_SINCE = {"varlen": ("no variable-length batches", "cu_seqlens_q, cu_seqlens_k, total_q, total_k", "0.6.0")}
+_FIELDS_SINCE = {"varlen": ("no variable-length batches", "cu_seqlens_q, cu_seqlens_k, total_q, total_k", "0.6.0"),
+                 "score_mods": ("no sliding window or softcap", "window_left, window_right, sliding_window, softcap",
+                                "0.7.0")}
 
 
 def _load():
@@ -171,7 +178,7 @@ def _check_mirror(lib, path):
                           "so the library and the binding come from one source tree")
     if (p.struct_size != size or p.dtype != DTYPE_FLOAT16 or p.causal != CAUSAL_NONE
             or not math.isnan(p.softmax_scale) or p.batch != 0 or p.o_seq_stride != 0
-            or p.backward_mode != BACKWARD_DETERMINISTIC or p.num_splits != 0 or p.total_k != 0):
+            or p.backward_mode != BACKWARD_DETERMINISTIC or p.num_splits != 0 or p.total_k != 0 or p.window_left != 0 or p.softcap != 0):
         raise ImportError(f"{what} initialises it differently (struct_size {p.struct_size}, dtype {p.dtype}, "
                           f"softmax_scale {p.softmax_scale}, causal {p.causal}): the struct layouts differ; "
                           "rebuild and reinstall the package (`pip install .`) from one source tree")

@@ -233,25 +233,65 @@ def _raise_on_failure(code: int, message: str) -> None:
         raise _lib.EvosdpaError(_lib.status_name(code), message)
 
 
+def _window_size(window_size) -> Tuple[int, int]:
+    """(left, right) from a user's window_size: None or a pair of ints >= -1 (-1: no bound on that side)."""
+    if window_size is None:
+        return -1, -1
+    if (not isinstance(window_size, (tuple, list)) or len(window_size) != 2
+            or any(isinstance(w, bool) or not isinstance(w, (numbers.Integral, torch.SymInt)) for w in window_size)):
+        raise TypeError(f"evosdpa: window_size must be a pair of ints (left, right), -1 for no bound, got "
+                        f"{window_size!r}")
+    left, right = (int(w) for w in window_size)
+    if left < -1 or right < -1:
+        raise ValueError(f"evosdpa: window_size {(left, right)}: each bound is >= 0 keys, or -1 for none")
+    return left, right
+
+
+def _user_softcap(softcap) -> float:
+    if isinstance(softcap, bool) or not isinstance(softcap, (numbers.Real, torch.SymFloat)):
+        raise TypeError(f"evosdpa: softcap must be a float, got {type(softcap).__name__}")
+    softcap = float(softcap)
+    if not math.isfinite(softcap) or softcap < 0:
+        raise ValueError(f"evosdpa: softcap must be finite and >= 0 (0: none), got {softcap}")
+    return softcap
+
+
+def _has_mods(window_left: int, window_right: int, softcap: float) -> bool:
+    return window_left >= 0 or window_right >= 0 or softcap != 0.0
+
+
+def _set_mods(p, window_left: int, window_right: int, softcap: float) -> None:
+    """The C ABI's sliding-window and softcap fields (0.7); a library without them raises RuntimeError."""
+    if not _has_mods(window_left, window_right, softcap):
+        return
+    _lib.require_fields("score_mods")
+    if window_left >= 0 or window_right >= 0:
+        p.sliding_window, p.window_left, p.window_right = 1, window_left, window_right
+    p.softcap = softcap
+
+
 @torch.library.custom_op("evosdpa::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int, scale: float,
                   return_lse: bool, layout: str, kernel: str, q_descale: Optional[torch.Tensor] = None,
                   k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
-                  out_dtype: Optional[torch.dtype] = None,
-                  deterministic: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+                  out_dtype: Optional[torch.dtype] = None, deterministic: bool = True, window_left: int = -1,
+                  window_right: int = -1, softcap: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
     """The op: (O, lse); lse is empty unless return_lse. scale: NaN means 1/sqrt(head_dim), any finite value
     (0 included) is used as given, infinity is refused. q, k, v need a contiguous last dimension. FP8
     inputs need the three descales; O is then out_dtype (bfloat16 when None).
 
     Differentiable in q, k, v (16-bit inputs; see _attention_fwd_backward); lse is not. deterministic is
     the backward pass's mode (the forward ignores it): it is an argument of this op so that autograd, and
-    torch.compile's traced backward, carry it from the call to the gradient."""
+    torch.compile's traced backward, carry it from the call to the gradient. window_left, window_right:
+    a sliding window's bounds in keys from the diagonal (-1: none); softcap: 0 or c > 0 (evosdpa.h); both
+    forward-only."""
     descales = (q_descale, k_descale, v_descale)
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, descales, out_dtype)
     _check_op_scale(scale)
     out, lse = _outputs(q, layout, return_lse, out_dtype)
     p = _params(q, k, v, out, lse if return_lse else None, causal, scale, layout)
+    _set_mods(p, window_left, window_right, softcap)
     if q.dtype == _FP8:
         p.o_dtype = _DTYPES[out.dtype]
         p.q_descale, p.k_descale, p.v_descale = (t.data_ptr() for t in descales)
@@ -265,7 +305,8 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
 
 @attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel, q_descale=None, k_descale=None,
-                        v_descale=None, out_dtype=None, deterministic=True):
+                        v_descale=None, out_dtype=None, deterministic=True, window_left=-1, window_right=-1,
+                        softcap=0.0):
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, (q_descale, k_descale, v_descale), out_dtype)
     _check_op_scale(scale)
@@ -351,13 +392,14 @@ def _attention_bwd_fake(dout, q, k, v, o, lse, causal, scale, layout, kernel, de
 
 
 def _attention_fwd_setup_context(ctx, inputs, output):
-    q, k, v, causal, scale, return_lse, layout, kernel, _, _, _, _, deterministic = inputs
+    q, k, v, causal, scale, return_lse, layout, kernel, _, _, _, _, deterministic, *mods = inputs
     out, lse = output
     ctx.mark_non_differentiable(lse)  # the backward pass has no term for a gradient of lse
     ctx.set_materialize_grads(False)  # so no zeros are made for lse's (absent) gradient
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.options = (causal, scale, layout, kernel, deterministic)
     ctx.has_lse = return_lse
+    ctx.mods = _has_mods(*mods) if mods else False
 
 
 def _attention_fwd_backward(ctx, grad_out, _grad_lse):
@@ -365,13 +407,16 @@ def _attention_fwd_backward(ctx, grad_out, _grad_lse):
     q, k, v, out, lse = ctx.saved_tensors
     causal, scale, layout, kernel, deterministic = ctx.options
     _refuse_fp8_backward(q)
+    if ctx.mods:
+        raise NotImplementedError("evosdpa: no backward pass with a sliding window or softcap (the library's "
+                                  "gradients cover causal masks only); call it under torch.no_grad() for inference")
     if not ctx.has_lse:
         # The op was called without return_lse (attention() and scaled_dot_product_attention() ask for it
         # whenever a gradient is needed): the backward needs the forward's lse, so compute it again.
         _, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal, scale, True, layout, kernel)
     dq, dk, dv = torch.ops.evosdpa.attention_bwd(grad_out, q, k, v, out, lse, causal, scale, layout, kernel,
                                                  deterministic)
-    return (dq, dk, dv) + (None,) * 10  # causal .. deterministic
+    return (dq, dk, dv) + (None,) * 13  # causal .. softcap
 
 
 torch.library.register_autograd("evosdpa::attention_fwd", _attention_fwd_backward,
@@ -382,8 +427,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
               causal_alignment: str = "top_left", scale: Optional[float] = None, return_lse: bool = False,
               layout: str = "bhsd", kernel: Optional[str] = None, q_descale: Optional[torch.Tensor] = None,
               k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
-              out_dtype: Optional[torch.dtype] = None, deterministic: bool = True):
-    """Attention on CUDA tensors: softmax(scale * q k^T [+ causal mask]) v, differentiable in q, k and v.
+              out_dtype: Optional[torch.dtype] = None, deterministic: bool = True,
+              window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0):
+    """Attention on CUDA tensors: softmax(scale * q k^T [+ masks]) v, differentiable in q, k and v.
 
     q: [B, Hq, Lq, D], k and v: [B, Hkv, Lk, D] with layout="bhsd" ([B, L, H, D] with "bshd"); any
     strides (a tensor whose last dimension is strided, e.g. a transposed view, is copied with
@@ -405,10 +451,19 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     FP8: q, k, v in torch.float8_e4m3fn need q_descale, k_descale, v_descale (float32 CUDA tensors, shape
     () or (1,) per tensor, or (B, Hkv) per batch and K/V head; see quantize_fp8); the real inputs are
     stored * descale. O is out_dtype: torch.bfloat16 (the default, FlashAttention-3's) or torch.float16.
+
+    window_size=(left, right): a sliding window (FlashAttention's): query i sees keys from diagonal - left
+    to diagonal + right, -1 for no bound on a side, on top of the causal mask; the diagonal is key i with
+    causal_alignment "top_left" and causal, else key i + Lk - Lq (bottom-right, also without causal).
+    Mistral's window of W keys is causal=True, window_size=(W - 1, -1). softcap=c > 0: scores become
+    c * tanh(s / c) before the softmax (Gemma 2). Both forward-only (NotImplementedError on a gradient),
+    16-bit inputs, run by wgmma_sm90 (Hopper) and the reference kernel.
     """
     if causal_alignment not in _ALIGNMENTS:
         raise ValueError(f"evosdpa: causal_alignment must be 'top_left' or 'bottom_right', got {causal_alignment!r}")
     op_scale = _user_scale(scale)
+    window_left, window_right = _window_size(window_size)
+    softcap = _user_softcap(softcap)
     if kernel is not None and not isinstance(kernel, str):
         raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
     q, k, v = _contiguous_last_dim(q), _contiguous_last_dim(k), _contiguous_last_dim(v)
@@ -419,7 +474,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     # The backward pass needs the forward's lse: ask for it whenever autograd will record this call.
     needs_lse = return_lse or (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
     out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, op_scale, bool(needs_lse), layout,
-                                               kernel or "auto", *descales, out_dtype, bool(deterministic))
+                                               kernel or "auto", *descales, out_dtype, bool(deterministic),
+                                               window_left, window_right, softcap)
     return (out, lse) if return_lse else out
 
 
@@ -524,15 +580,16 @@ def _kvcache_outputs(q, return_lse: bool, like):
 @torch.library.custom_op("evosdpa::attention_kvcache", mutates_args=())
 def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                       cache_seqlens: Optional[torch.Tensor], block_table: Optional[torch.Tensor], causal: int,
-                      scale: float, num_splits: int, return_lse: bool,
-                      kernel: str) -> Tuple[torch.Tensor, torch.Tensor]:
+                      scale: float, num_splits: int, return_lse: bool, kernel: str, window_left: int = -1,
+                      window_right: int = -1, softcap: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
     """The KV-cache op: (O, lse), lse empty unless return_lse. q [B, Lq, Hq, D]; k_cache, v_cache dense
     [B, Lk, Hkv, D], or paged [num_pages, page_size, Hkv, D] with block_table int32 [B, max_blocks] (stride 1
     in its last dimension); cache_seqlens None or int32 [B] (contiguous): keys per sequence, device memory
     read by the kernel (values outside [0, seqlen_k] are clamped into it). causal: the C ABI's code
     (CAUSAL_BOTTOM_RIGHT aligns each sequence's queries with its own last key). scale as in attention_fwd.
-    num_splits: 0 the library's choice, 1 none, N > 1 exactly N (split-KV kernel only). Not differentiable:
-    its autograd formula raises NotImplementedError."""
+    num_splits: 0 the library's choice, 1 none, N > 1 exactly N (split-KV kernel only). window_left,
+    window_right, softcap as in attention_fwd. Not differentiable: its autograd formula raises
+    NotImplementedError."""
     _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
     _check_op_scale(scale)
     out, lse = _kvcache_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
@@ -554,13 +611,14 @@ def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     p.softmax_scale = scale
     p.causal = causal
     p.num_splits = num_splits
+    _set_mods(p, window_left, window_right, softcap)
     _run_with_workspace(p, kernel, q.device, _lib.forward_workspace_size, _lib.forward)  # split-KV partials
     return out, lse
 
 
 @attention_kvcache.register_fake
 def _attention_kvcache_fake(q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, num_splits, return_lse,
-                            kernel):
+                            kernel, window_left=-1, window_right=-1, softcap=0.0):
     _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
     _check_op_scale(scale)
     return _kvcache_outputs(q, return_lse, q.new_empty)
@@ -595,7 +653,8 @@ def _rows_apart(table):
 def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cache_seqlens=None,
                            block_table: Optional[torch.Tensor] = None, softmax_scale: Optional[float] = None,
                            causal: bool = False, num_splits: int = 0, return_softmax_lse: bool = False,
-                           kernel: Optional[str] = None):
+                           kernel: Optional[str] = None, window_size: Tuple[int, int] = (-1, -1),
+                           softcap: float = 0.0):
     """Attention of new queries against a KV cache, dense or paged (FlashAttention's flash_attn_with_kvcache
     argument names), for decoding and chunked prefill. Inference only: no backward pass
     (NotImplementedError if a gradient reaches it).
@@ -625,9 +684,13 @@ def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     A tensor whose last dimension is strided is copied with .contiguous() first (as attention() does);
     pass stride-1 tensors to avoid the copy, which for a cache is large. Returns O [B, Lq, Hq, D] in q's
     dtype, or (O, lse) with lse float32 [B, Hq, Lq] when return_softmax_lse. A query that sees no key (an
-    empty sequence, or Lq > cache_seqlens[b] with causal) gets O = 0 and lse = -inf.
+    empty sequence, or Lq > cache_seqlens[b] with causal) gets O = 0 and lse = -inf. window_size and
+    softcap as in attention() (the diagonal bottom-right, per sequence: aligned with its cache_seqlens);
+    with either the dense kernels run the call (the split-KV decode kernel has neither).
     """
     op_scale = _user_scale(softmax_scale, "softmax_scale")
+    window_left, window_right = _window_size(window_size)
+    softcap = _user_softcap(softcap)
     if kernel is not None and not isinstance(kernel, str):
         raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
     if isinstance(num_splits, bool) or not isinstance(num_splits, (numbers.Integral, torch.SymInt)):
@@ -651,7 +714,8 @@ def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         cache_seqlens = torch.full((q.shape[0],), seqlens_int, dtype=torch.int32, device=q.device)
     causal_code = _lib.CAUSAL_BOTTOM_RIGHT if causal else _lib.CAUSAL_NONE
     out, lse = torch.ops.evosdpa.attention_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, causal_code,
-                                                   op_scale, num_splits, bool(return_softmax_lse), kernel or "auto")
+                                                   op_scale, num_splits, bool(return_softmax_lse), kernel or "auto",
+                                                   window_left, window_right, softcap)
     return (out, lse) if return_softmax_lse else out
 
 
@@ -735,13 +799,15 @@ def _varlen_outputs(q, return_lse: bool, like):
 @torch.library.custom_op("evosdpa::attention_varlen", mutates_args=())
 def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                         cu_seqlens_k: torch.Tensor, seqused_k: Optional[torch.Tensor], max_seqlen_q: int,
-                        max_seqlen_k: int, causal: int, scale: float, return_lse: bool,
-                        kernel: str) -> Tuple[torch.Tensor, torch.Tensor]:
+                        max_seqlen_k: int, causal: int, scale: float, return_lse: bool, kernel: str,
+                        window_left: int = -1, window_right: int = -1,
+                        softcap: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
     """The variable-length op: (O, lse), lse empty unless return_lse. q [total_q, Hq, D], k and v
     [total_k, Hkv, D] (stride 1 in their last dimension); cu_seqlens_q, cu_seqlens_k int32 [B + 1]
     (contiguous) and seqused_k None or int32 [B]: device memory read by the kernel (the library clamps their
     values, evosdpa.h). max_seqlen_q, max_seqlen_k: the longest sequences (the C ABI's seqlen_q, seqlen_k).
-    causal: the C ABI's code, applied per sequence. scale as in attention_fwd. O is [total_q, Hq, D]; lse
+    causal: the C ABI's code, applied per sequence. scale, window_left, window_right and softcap as in
+    attention_fwd (the window's diagonal per sequence). O is [total_q, Hq, D]; lse
     float32 [Hq, total_q]. Not differentiable: its autograd formula raises NotImplementedError."""
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
     _check_op_scale(scale)
@@ -763,6 +829,7 @@ def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_se
     p.seqused_k = None if seqused_k is None else seqused_k.data_ptr()
     p.softmax_scale = scale
     p.causal = causal
+    _set_mods(p, window_left, window_right, softcap)
     # wgmma_sm90's blocks claim work from a counter in the workspace (evosdpa.h), allocated after O and lse.
     _run_with_workspace(p, kernel, q.device, _lib.forward_workspace_size, _lib.forward)
     return out, lse
@@ -770,7 +837,7 @@ def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_se
 
 @attention_varlen_op.register_fake
 def _attention_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, causal, scale,
-                           return_lse, kernel):
+                           return_lse, kernel, window_left=-1, window_right=-1, softcap=0.0):
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
     _check_op_scale(scale)
     return _varlen_outputs(q, return_lse, q.new_empty)
@@ -792,7 +859,8 @@ def _contiguous_1d(t):
 def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                      cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, *,
                      softmax_scale: Optional[float] = None, causal: bool = False, return_softmax_lse: bool = False,
-                     seqused_k: Optional[torch.Tensor] = None, kernel: Optional[str] = None):
+                     seqused_k: Optional[torch.Tensor] = None, kernel: Optional[str] = None,
+                     window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0):
     """Attention over a batch of sequences of different lengths packed without padding (FlashAttention's
     flash_attn_varlen_func argument names). Inference only: no backward pass (NotImplementedError if a
     gradient reaches it).
@@ -826,11 +894,16 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     O (and lse) that belong to no sequence (past cu_seqlens_q[B], or past a sequence's first max_seqlen_q)
     are left unwritten, as in FlashAttention: the outputs are allocated with torch.empty.
 
-    Unlike flash_attn_varlen_func there is no dropout, sliding window, softcap, ALiBi or block table (a paged
-    KV cache is read by attention_with_kvcache), and the arguments after max_seqlen_k are keyword-only, so
-    that a ported positional dropout_p cannot land in softmax_scale.
+    window_size=(left, right) and softcap as in attention(), the window's diagonal bottom-right per
+    sequence (FlashAttention's varlen window): wgmma_sm90 and the reference kernel run them.
+
+    Unlike flash_attn_varlen_func there is no dropout, ALiBi or block table (a paged KV cache is read by
+    attention_with_kvcache), and the arguments after max_seqlen_k are keyword-only, so that a ported
+    positional dropout_p cannot land in softmax_scale.
     """
     op_scale = _user_scale(softmax_scale, "softmax_scale")
+    window_left, window_right = _window_size(window_size)
+    softcap = _user_softcap(softcap)
     if kernel is not None and not isinstance(kernel, str):
         raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
     for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
@@ -843,7 +916,7 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     causal_code = _lib.CAUSAL_BOTTOM_RIGHT if causal else _lib.CAUSAL_NONE
     out, lse = torch.ops.evosdpa.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                                                   max_seqlen_k, causal_code, op_scale, bool(return_softmax_lse),
-                                                  kernel or "auto")
+                                                  kernel or "auto", window_left, window_right, softcap)
     return (out, lse) if return_softmax_lse else out
 
 

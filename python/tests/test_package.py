@@ -15,7 +15,7 @@ from evosdpa import _lib
 def test_import_and_kernel_names():
     assert evosdpa.kernel_names() == ["splitkv_sm80", "wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"]
     assert os.path.exists(evosdpa.library_path())
-    assert evosdpa.__version__ == "0.6.0"
+    assert evosdpa.__version__ == "0.7.0"
 
 
 def test_params_struct_matches_the_c_abi():
@@ -23,15 +23,18 @@ def test_params_struct_matches_the_c_abi():
     # enum; since 0.3 the output dtype (padded to 8), 3 descale pointers and 2 descale strides; since 0.4
     # 4 gradient pointers, 12 gradient strides, the workspace pointer and size, the backward mode (padded);
     # since 0.5 the seqused_k and page table pointers, the page table stride, page size, page count, splits;
-    # since 0.6 the two cu_seqlens pointers and the two totals.
+    # since 0.6 the two cu_seqlens pointers and the two totals; since 0.7 the two window bounds, the window
+    # flag and the softcap.
     assert _lib.Params._fields_[0] == ("struct_size", ctypes.c_size_t)
     assert ctypes.sizeof(_lib.Params) == (8 + 5 * 8 + 8 + 6 * 8 + 12 * 8 + 4 + 4 + 8 + 3 * 8 + 2 * 8
                                           + 4 * 8 + 12 * 8 + 8 + 8 + 8
                                           + 2 * 8 + 4 * 8
-                                          + 2 * 8 + 2 * 8)
-    assert [f for f, _ in _lib.Params._fields_[-10:]] == ["seqused_k", "page_table", "page_table_batch_stride",
+                                          + 2 * 8 + 2 * 8
+                                          + 2 * 8 + 4 + 4)
+    assert [f for f, _ in _lib.Params._fields_[-14:]] == ["seqused_k", "page_table", "page_table_batch_stride",
                                                           "page_size", "num_pages", "num_splits", "cu_seqlens_q",
-                                                          "cu_seqlens_k", "total_q", "total_k"]
+                                                          "cu_seqlens_k", "total_q", "total_k", "window_left",
+                                                          "window_right", "sliding_window", "softcap"]
     p = _lib.new_params()
     assert p.struct_size == ctypes.sizeof(_lib.Params)
     assert p.q is None and p.lse is None and p.batch == 0 and p.head_dim == 0 and p.o_seq_stride == 0
@@ -44,10 +47,11 @@ def test_params_struct_matches_the_c_abi():
     assert p.seqused_k is None and p.page_table is None and p.page_table_batch_stride == 0
     assert p.page_size == 0 and p.num_pages == 0 and p.num_splits == 0
     assert p.cu_seqlens_q is None and p.cu_seqlens_k is None and p.total_q == 0 and p.total_k == 0
+    assert p.window_left == 0 and p.window_right == 0 and p.sliding_window == 0 and p.softcap == 0.0
 
 
 def test_version_and_dtype_sizes():
-    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.6.0"
+    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.7.0"
     assert _lib.dtype_size(_lib.DTYPE_FLOAT16) == 2 and _lib.dtype_size(_lib.DTYPE_BFLOAT16) == 2
     assert _lib.dtype_size(_lib.DTYPE_FLOAT8_E4M3) == 1
     assert _lib.dtype_size(7) == 0
@@ -125,7 +129,7 @@ def test_a_mismatched_library_is_an_import_error():
         _lib._bind(_FakeLibrary(other_layout), "/other/libevosdpa.so")
 
     with pytest.raises(ImportError, match=r"\(version 9\.9\.9\) lacks evosdpa_params_init_sized.*predates the C ABI "
-                                          "of evosdpa.h 0.6.0"):
+                                          "of evosdpa.h 0.7.0"):
         _lib._bind(_FakeLibrary(None, drop=("evosdpa_params_init_sized",)), "/v010/libevosdpa.so")
 
 
@@ -213,6 +217,30 @@ def test_varlen_fields_reach_the_c_abi():
     p.k_batch_stride, p.cu_seqlens_q = 0, 4098
     code, message, _ = _lib.supports(p)
     assert code == _lib.INVALID_ARGUMENT and "cu_seqlens_q is not 4-byte aligned" in message
+
+
+def test_score_mod_fields_reach_the_c_abi():
+    # Each of the four 0.7 fields, read by the library where the mirror puts it (checked before any device).
+    p = _lib.new_params()
+    p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim = 1, 1, 1, 8, 8, 64
+    p.window_left = 3
+    code, message, _ = _lib.supports(p)
+    assert code == _lib.INVALID_ARGUMENT and "window_left is 3 without sliding_window" in message
+    p.window_left, p.window_right = 0, 4
+    code, message, _ = _lib.supports(p)
+    assert code == _lib.INVALID_ARGUMENT and "window_right is 4 without sliding_window" in message
+    p.sliding_window, p.window_left, p.window_right = 1, -3, 0
+    code, message, _ = _lib.supports(p)
+    assert code == _lib.INVALID_ARGUMENT and "window_left is -3" in message
+    p.window_left, p.softcap = 0, -2.0
+    code, message, _ = _lib.supports(p)
+    assert code == _lib.INVALID_ARGUMENT and "softcap" in message
+
+
+def test_a_library_without_score_mods_is_named(monkeypatch):
+    monkeypatch.setattr(_lib, "version", lambda: "0.6.3")
+    with pytest.raises(RuntimeError, match=r"has no sliding window or softcap .* C ABI 0\.7\.0 added it"):
+        _lib.require_fields("score_mods")
 
 
 def test_forward_workspace_size_from_the_c_abi():

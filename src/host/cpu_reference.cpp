@@ -50,8 +50,8 @@ Reference attention_f64(const Shape& s, const Inputs& in, int64_t row_step) {
           const float* k = &in.k[kv_index(s, b, h, j)];
           double dot = 0.0;
           for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[d]) * k[d];
-          scores[static_cast<size_t>(j)] = dot * scale;
-          mx = std::max(mx, dot * scale);
+          scores[static_cast<size_t>(j)] = s.cap(dot * scale);
+          mx = std::max(mx, scores[static_cast<size_t>(j)]);
         }
         if (mx == -kInf) continue;
         double sum = 0.0;
@@ -93,7 +93,8 @@ std::vector<float> attention_fused_baseline(const Shape& s, const Inputs& in, ev
           const float* k = &in.k[kv_index(s, b, h, j)];
           float dot = 0.f;
           for (int64_t d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
-          sc = dot * scale;
+          sc = s.softcap > 0 ? static_cast<float>(s.softcap * std::tanh(static_cast<double>(dot * scale) / s.softcap))
+                             : dot * scale;
         }
         p[static_cast<size_t>(j)] = sc;
         mx = std::max(mx, sc);

@@ -53,12 +53,17 @@ double Shape::effective_scale() const {
 }
 
 bool Shape::visible(int64_t i, int64_t j) const {
-  switch (causal) {
-    case EVOSDPA_CAUSAL_TOP_LEFT: return j <= i;
-    case EVOSDPA_CAUSAL_BOTTOM_RIGHT: return j <= i + seqlen_k - seqlen_q;
-    default: return true;
+  // The diagonal key of query i: top-left with a top-left causal mask, else bottom-right (evosdpa.h).
+  const int64_t diagonal = causal == EVOSDPA_CAUSAL_TOP_LEFT ? i : i + seqlen_k - seqlen_q;
+  if (causal != EVOSDPA_CAUSAL_NONE && j > diagonal) return false;
+  if (sliding_window) {
+    if (window_left >= 0 && j < diagonal - window_left) return false;
+    if (window_right >= 0 && j > diagonal + window_right) return false;
   }
+  return true;
 }
+
+double Shape::cap(double x) const { return softcap > 0 ? softcap * std::tanh(x / softcap) : x; }
 
 namespace {
 

@@ -28,13 +28,19 @@ struct Shape {
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 64;
   evosdpa_causal_t causal = EVOSDPA_CAUSAL_NONE;
   double scale = std::numeric_limits<double>::quiet_NaN();  // NaN: 1/sqrt(head_dim), as in the C ABI
+  // A sliding window (evosdpa.h): bounds in keys from the diagonal, -1 for none; and a softcap (0: none).
+  bool sliding_window = false;
+  int64_t window_left = -1, window_right = -1;
+  double softcap = 0;
   // The scale the library applies: the float the C ABI receives (softmax_scale is a float), as a double.
   double effective_scale() const;
   int64_t q_elems() const { return batch * heads_q * seqlen_q * head_dim; }
   int64_t kv_elems() const { return batch * heads_kv * seqlen_k * head_dim; }
   int64_t rows() const { return batch * heads_q * seqlen_q; }
-  // Whether query i may attend key j.
+  // Whether query i may attend key j (causal mask and sliding window).
   bool visible(int64_t i, int64_t j) const;
+  // A scaled score after the softcap: softcap * tanh(x / softcap), or x without one.
+  double cap(double x) const;
 };
 
 // Inputs in float, BHSD: the exact dtype values (already rounded), or with FP8 inputs the real values,

@@ -8,6 +8,11 @@
 
 namespace evosdpa::detail {
 
+// A window side without a bound (see KernelParams::window_left).
+// 2^30 - 1: no row of a sequence of at most EVOSDPA_MAX_SEQLEN keys and queries reaches past it, and
+// i + offset + bound + 1 (i + offset < 2^30) stays below 2^31.
+inline constexpr int kNoWindowBound = static_cast<int>(EVOSDPA_MAX_SEQLEN) - 1;
+
 struct KernelParams {
   const void* q;
   const void* k;
@@ -63,6 +68,15 @@ struct KernelParams {
   const int32_t* cu_seqlens_q;
   const int32_t* cu_seqlens_k;
   int total_q, total_k;
+  // Sliding window (evosdpa.h): query i sees keys i + offset - window_left .. i + offset + window_right,
+  // offset the sequence's diagonal (causal_offset: bottom-right unless a top-left causal mask, so that
+  // causal_bottom_right is set for a window without a causal mask too); a side without a bound holds
+  // kNoWindowBound.
+  // softcap: c > 0, scores become c * tanh(s / c). Read only by kernels instantiated with these features
+  // (ScoreMods, kernels/score_mods.cuh); 0 and 0 otherwise.
+  bool sliding_window;
+  int window_left, window_right;
+  float softcap;
 };
 
 }  // namespace evosdpa::detail

@@ -22,6 +22,14 @@ Shape shape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t 
   return s;
 }
 
+Shape with_mods(Shape s, int64_t window_left, int64_t window_right, double softcap) {
+  s.sliding_window = window_left >= 0 || window_right >= 0;
+  s.window_left = window_left;
+  s.window_right = window_right;
+  s.softcap = softcap;
+  return s;
+}
+
 namespace {
 const char* causal_name(evosdpa_causal_t c) {
   return c == EVOSDPA_CAUSAL_NONE ? "full" : c == EVOSDPA_CAUSAL_TOP_LEFT ? "topleft" : "bottomright";
@@ -37,6 +45,9 @@ std::string describe(const KCase& c) {
   if (!std::isnan(c.s.scale))
     o << "_scale" << (c.s.scale < 0 ? "neg" : "") << static_cast<int>(std::abs(c.s.scale) * 100);
   if (!c.lse) o << "_nolse";
+  const auto bound = [](int64_t w) { return w < 0 ? std::string("inf") : std::to_string(w); };
+  if (c.s.sliding_window) o << "_window" << bound(c.s.window_left) << "_" << bound(c.s.window_right);
+  if (c.s.softcap > 0) o << "_softcap" << static_cast<int>(c.s.softcap);
   if (c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)
     o << "_o" << evosdpa::host::dtype_name(c.fp8.o_dtype) << (c.fp8.per_head ? "_perhead" : "_pertensor");
   return o.str();
@@ -121,6 +132,38 @@ std::vector<KCase> all_cases() {
   // Large: many blocks and tiles; sampled rows.
   cases.push_back({"big", shape(4, 16, 16, 4096, 4096, 128, F), EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, 1.0, true, 61});
   cases.push_back({"big", shape(4, 32, 32, 4096, 4096, 64, TL), EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, 1.0, true, 61});
+  return cases;
+}
+
+std::vector<KCase> mask_cases() {
+  std::vector<KCase> cases;
+  const auto F = EVOSDPA_CAUSAL_NONE, TL = EVOSDPA_CAUSAL_TOP_LEFT, BR = EVOSDPA_CAUSAL_BOTTOM_RIGHT;
+  const auto L = Layout::BHSD;
+  for (auto dt : {EVOSDPA_DTYPE_FLOAT16, EVOSDPA_DTYPE_BFLOAT16})
+    for (int64_t d : {64, 128}) {
+      // Mistral's window (causal, keys before the diagonal only): odd, 0 (the diagonal key alone), 1, and
+      // larger than the sequence.
+      cases.push_back({"window", with_mods(shape(1, 2, 2, 1000, 1000, d, TL), 37, -1), dt});
+      cases.push_back({"window", with_mods(shape(2, 4, 2, 777, 777, d, BR), 0, -1), dt});
+      cases.push_back({"window", with_mods(shape(1, 3, 3, 129, 129, d, TL), 1, -1), dt});
+      cases.push_back({"window", with_mods(shape(1, 2, 2, 513, 513, d, TL), 5000, -1), dt});
+      // Without a causal mask: both sides (bottom-right diagonal, Lq < Lk and Lq > Lk: the first rows of
+      // the latter see no key), and each side alone.
+      cases.push_back({"window", with_mods(shape(1, 2, 2, 300, 700, d, F), 100, 50), dt});
+      cases.push_back({"window", with_mods(shape(1, 2, 2, 700, 300, d, F), 1, 1), dt});
+      cases.push_back({"window", with_mods(shape(1, 2, 2, 400, 400, d, F), -1, 3), dt});
+      cases.push_back({"window", with_mods(shape(1, 2, 2, 250, 1000, d, F), 17, -1), dt, Layout::BSHD});
+      // Softcaps with scores in the tens (qk_sigma 6: capped hard), and a negative scale.
+      cases.push_back({"softcap", with_mods(shape(1, 2, 2, 300, 700, d, F), -1, -1, 30), dt, L, 6.0});
+      cases.push_back({"softcap", with_mods(shape(2, 4, 4, 513, 513, d, TL), -1, -1, 50), dt, L, 6.0});
+      cases.push_back({"softcap", with_mods(shape(1, 2, 2, 200, 333, d, BR, -0.2), -1, -1, 30), dt, L, 6.0});
+      // Both, as Gemma 2's local layers (grouped heads, BSHD); and grids of several items per CTA.
+      cases.push_back({"both", with_mods(shape(2, 8, 4, 1000, 1000, d, BR), 255, -1, 50), dt, Layout::BSHD, 4.0});
+      // (Sampled rows: the CPU's float64 work per case, and the accuracy rule's per-bug passes over it.)
+      cases.push_back({"biggrid", with_mods(shape(4, 16, 16, 1500, 1500, d, TL), 300, -1), dt, Layout::Padded, 1.0,
+                       true, 31});
+      cases.push_back({"biggrid", with_mods(shape(4, 16, 8, 1100, 1300, d, F), 200, 200, 30), dt, L, 3.0, true, 29});
+    }
   return cases;
 }
 

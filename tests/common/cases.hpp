@@ -33,10 +33,18 @@ struct KCase {
 evosdpa::host::Shape shape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d,
                            evosdpa_causal_t c, double scale = std::numeric_limits<double>::quiet_NaN());
 
+// `s` with a sliding window (bounds in keys, -1 for none; both -1 with softcap > 0: no window) and a softcap
+// (0: none).
+evosdpa::host::Shape with_mods(evosdpa::host::Shape s, int64_t window_left, int64_t window_right, double softcap = 0);
+
 // A unique, test-name-safe description of a case.
 std::string describe(const KCase& c);
 
 std::vector<KCase> all_cases();
+// Sliding windows (sizes 0, 1, odd, larger than the sequence; each side alone and both; with each causal
+// alignment and none) and softcaps (30, 50, with scores large enough to be capped), alone and together,
+// 16-bit inputs: the cases of the kernels that have them (evosdpa.h, "Sliding window and softcap").
+std::vector<KCase> mask_cases();
 
 // GoogleTest prints a parameter with this (instead of its bytes).
 void PrintTo(const KCase& c, std::ostream* os);

@@ -23,14 +23,23 @@ const float* kv_row(const Shape& s, const std::vector<float>& t, int64_t row, in
   return &t[static_cast<size_t>(((b * s.heads_kv + hk) * s.seqlen_k + j) * s.head_dim)];
 }
 
-// Keys a row sees with RowMaskOffBy1 planted on it: one more than the mask allows when that key exists,
-// otherwise its last visible key dropped.
+// Keys a row sees with RowMaskOffBy1 planted on it: with a sliding window's left bound, one key more
+// before the window when that key exists, otherwise its first key dropped; else one more than the mask
+// allows after the last key when that key exists, otherwise its last visible key dropped.
 bool off_by_one_visible(const Shape& s, int64_t i, int64_t j) {
-  int64_t last = s.seqlen_k - 1;  // last key the mask lets row i see
-  if (s.causal == EVOSDPA_CAUSAL_TOP_LEFT) last = std::min(last, i);
-  if (s.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT) last = std::min(last, i + s.seqlen_k - s.seqlen_q);
+  int64_t first = -1, last = -1;  // the row's visible keys (a band: none, or first .. last)
+  for (int64_t k = 0; k < s.seqlen_k; ++k)
+    if (s.visible(i, k)) {
+      if (first < 0) first = k;
+      last = k;
+    }
+  if (first < 0) return j == 0 && s.seqlen_k > 0;  // a row that sees nothing gets a key
+  if (s.sliding_window && s.window_left >= 0) {
+    const int64_t from = first > 0 ? first - 1 : first + 1;
+    return j >= from && j <= last;
+  }
   const int64_t limit = last + 1 < s.seqlen_k ? last + 1 : last - 1;
-  return j <= limit;
+  return j >= first && j <= limit;
 }
 
 template <typename F>
@@ -57,7 +66,7 @@ std::vector<double> weights(const Shape& s, const Expected& e, int64_t row, Sees
     double dot = 0;
     const float* k = kv_row(s, e.in.k, row, j);
     for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[d]) * k[d];
-    w[static_cast<size_t>(j)] = dot * s.effective_scale();
+    w[static_cast<size_t>(j)] = s.cap(dot * s.effective_scale());
     mx = std::max(mx, w[static_cast<size_t>(j)]);
   }
   double sum = 0;
@@ -159,7 +168,7 @@ Output run(const Shape& s, evosdpa_dtype_t dtype, const Expected& e, Bug bug, Si
           const float* k = kv_row(s, e.in.k, r, key0 + jj);
           float dot = 0.f;
           for (int64_t d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
-          x = dot * scale_log2;
+          x = s.softcap > 0 ? static_cast<float>(s.cap(static_cast<double>(dot * scale))) * kLog2e : dot * scale_log2;
         }
         t[static_cast<size_t>(jj)] = x;
         m_new = std::max(m_new, x);

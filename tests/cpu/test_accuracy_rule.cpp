@@ -112,6 +112,8 @@ TEST_P(AccuracyRule, AcceptsTheCorrectModelAndRejectsEveryPlantedBug) {
 
 INSTANTIATE_TEST_SUITE_P(ShapeSet, AccuracyRule, ::testing::ValuesIn(all_cases()),
                          [](const auto& info) { return describe(info.param) + "_" + std::to_string(info.index); });
+INSTANTIATE_TEST_SUITE_P(MaskSet, AccuracyRule, ::testing::ValuesIn(mask_cases()),
+                         [](const auto& info) { return describe(info.param) + "_" + std::to_string(info.index); });
 
 TEST(AccuracyRule, ToleranceIsCappedByTheOutputMagnitude) {
   // A baseline error as large as the one the old rule allowed (S rounded to bf16) cannot open the gate.

@@ -41,6 +41,32 @@ Selection select_any_arch(const evosdpa_params_t& p, const DeviceInfo& dev, cons
   return select_kernel(p, dev, requested, families.table());
 }
 
+// A sliding window or softcap (evosdpa.h): the kernels without them refuse; "auto" takes the Hopper
+// kernel on Hopper and the reference kernel elsewhere.
+TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
+  const auto with_mods = [](int64_t left, float softcap) {
+    auto p = valid_params();
+    p.sliding_window = left >= 0 ? 1 : 0;
+    p.window_left = left >= 0 ? left : 0;
+    p.softcap = softcap;
+    return p;
+  };
+  // An H100's 132 SMs: (2,8,512,64) fills fewer than half of them, where "auto" would otherwise pass
+  // D = 64 over to mma_sm80.
+  DeviceInfo h100 = device(9, 0);
+  h100.sm_count = 132;
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
+    for (const auto& p : {with_mods(63, 0.f), with_mods(-1, 30.f)}) {
+      for (const char* k : {"mma_sm80", "splitkv_sm80", "mma_fp8_sm89"}) {
+        const Selection s = select_any_arch(p, dev, k);
+        EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << ": " << s.check.message;
+      }
+      EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "reference");
+      EXPECT_EQ(select_any_arch(p, dev, "reference").check.status, EVOSDPA_SUCCESS);
+    }
+  }
+}
+
 TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
     for (int64_t d : {64, 128}) {

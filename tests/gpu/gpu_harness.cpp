@@ -39,6 +39,10 @@ void set_shape(evosdpa_params_t& p, const evosdpa::host::Shape& s, evosdpa_dtype
   p.head_dim = s.head_dim;
   p.causal = s.causal;
   p.softmax_scale = static_cast<float>(s.scale);  // NaN asks for the default, as in the Shape
+  p.sliding_window = s.sliding_window ? 1 : 0;
+  p.window_left = s.sliding_window ? s.window_left : 0;
+  p.window_right = s.sliding_window ? s.window_right : 0;
+  p.softcap = static_cast<float>(s.softcap);
 }
 
 Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim) {

@@ -73,6 +73,42 @@ INSTANTIATE_TEST_SUITE_P(All, KernelVsCpu, ::testing::ValuesIn(params_for_all_ke
                                   std::to_string(info.index);
                          });
 
+// Sliding windows and softcaps on the kernels that have them, and on "auto".
+std::vector<std::tuple<std::string, KCase>> params_for_mask_kernels() {
+  std::vector<std::tuple<std::string, KCase>> out;
+  for (const auto& c : mask_cases())
+    for (const char* k : {"wgmma_sm90", "reference", "auto"}) out.emplace_back(k, c);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Masks, KernelVsCpu, ::testing::ValuesIn(params_for_mask_kernels()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + describe(std::get<1>(info.param)) + "_" +
+                                  std::to_string(info.index);
+                         });
+
+// The kernels without them refuse a window or a softcap by name (never a result that ignores them), as
+// does the backward pass; "auto" picks the Hopper kernel on Hopper.
+TEST(Masks, KernelsWithoutThemRefuse) {
+  for (const KCase& c : {mask_cases()[0], mask_cases()[8]}) {  // a window; a softcap
+    const Expected& e = expected_for(c);
+    DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
+    const auto params = prob.params();
+    for (const char* k : {"mma_sm80", "splitkv_sm80", "mma_fp8_sm89"}) {
+      const evosdpa::Result r = evosdpa::attention_forward(params, nullptr, k);
+      EXPECT_EQ(r.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << " on " << describe(c) << ": " << r.message;
+    }
+    const char* selected = nullptr;
+    ASSERT_EQ(evosdpa_supports(&params, nullptr, &selected), EVOSDPA_SUCCESS) << evosdpa_last_error_message();
+    int device = 0, major = 0;
+    CUDA_OK(cudaGetDevice(&device));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    EXPECT_STREQ(selected, major == 9 ? "wgmma_sm90" : "reference") << describe(c);
+    EXPECT_EQ(evosdpa_supports_backward(&params, nullptr, nullptr), EVOSDPA_ERROR_NOT_SUPPORTED)
+        << evosdpa_last_error_message();
+  }
+}
+
 // One run, then 99 more from poisoned outputs: O and lse bitwise equal each time.
 void expect_bitwise_repeatable(DeviceProblem& prob, const char* kernel) {
   const auto params = prob.params();
@@ -98,6 +134,13 @@ TEST(Determinism, HundredRunsAreBitwiseEqual) {
     const Inputs in = random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, case_seed(run_seed(), "determinism"));
     DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, in, true);
     ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, kernel));
+  }
+  // A window and a softcap together.
+  {
+    const auto s = with_mods(shape(2, 8, 4, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT), 200, -1, 50);
+    const Inputs in = random_inputs(s, EVOSDPA_DTYPE_BFLOAT16, 4.0, case_seed(run_seed(), "determinism_mods"));
+    DeviceProblem prob(s, EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, in, true);
+    ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "wgmma_sm90"));
   }
   // FP8 inputs (per-head descales, bf16 output).
   const auto s = shape(2, 8, 4, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT);

@@ -35,6 +35,11 @@ struct VarlenCase {
   evosdpa_causal_t causal;
   bool head_major = false;   // packed [H, total, D] (else [total, H, D])
   std::vector<int> seqused;  // seqused_k per sequence (empty: none)
+  // A sliding window (bounds -1 for none) and a softcap (0: none), per sequence (evosdpa.h).
+  bool window = false;
+  int window_left = 0, window_right = 0;
+  float softcap = 0;
+  bool score_mods() const { return window || softcap > 0; }
 };
 
 // Storage no correct kernel reads: padding rows and the rows past the totals.
@@ -90,6 +95,10 @@ class VarlenProblem {
     else
       evosdpa_params_set_bshd_strides(&p);
     if (!c_.seqused.empty()) p.seqused_k = static_cast<const int32_t*>(seqused_.ptr);
+    p.sliding_window = c_.window ? 1 : 0;
+    p.window_left = c_.window_left;
+    p.window_right = c_.window_right;
+    p.softcap = c_.softcap;
     return p;
   }
 
@@ -120,6 +129,10 @@ class VarlenProblem {
       s.seqlen_k = Lk;
       s.head_dim = D;
       s.causal = c_.causal;
+      s.sliding_window = c_.window;
+      s.window_left = c_.window ? c_.window_left : -1;
+      s.window_right = c_.window ? c_.window_right : -1;
+      s.softcap = c_.softcap;
       if (Lq > 0) {
         Inputs in;
         in.q = q_[b];
@@ -238,6 +251,12 @@ std::vector<VarlenCase> varlen_cases() {
        false, NONE, false, {0, 700, 1, 350, 699, 64}},
       // Fewer items with rows than CTAs: some CTAs' first claim is already past the last item.
       {"long_and_short_idle_ctas", F16, 128, 8, 8, {1000, 5, 0}, {}, true, true, NONE},
+      // Sliding windows and softcaps per sequence (a padded batch of a transformers model, unpadded).
+      {"window_mixed", F16, 128, 8, 2, {0, 1, 77, 1000, 300}, {}, true, true, TL, false, {}, true, 63, -1},
+      {"window_softcap_q_ne_k", BF16, 64, 8, 4, {300, 5, 700}, {900, 5, 650}, true, true, BR, false, {}, true, 100, -1, 50},
+      {"softcap_seqused", F16, 128, 4, 2, {50, 200}, {500, 40}, true, true, BR, false, {300, 100}, false, 0, 0, 30},
+      {"window_both_sides_padded_k", BF16, 128, 4, 2, {1, 100, 256}, {256, 256, 256}, true, false, NONE, false, {},
+       true, 20, 30},
   };
 }
 
@@ -268,6 +287,10 @@ TEST_P(Varlen, MatchesFloat64PerSequence) {
   std::vector<float> o, lse;
   const evosdpa::Result r = prob.run(counter ? ws.attach(prob.params()) : prob.params(), kernel, o, lse);
   if (unsupported_device(r)) GTEST_SKIP() << r.message;
+  if (c.score_mods() && kernel == "mma_sm80") {  // it has neither a window nor a softcap: refused, by name
+    EXPECT_EQ(r.status, EVOSDPA_ERROR_NOT_SUPPORTED) << what << ": " << r.message;
+    return;
+  }
   ASSERT_TRUE(r.ok()) << what << ": " << r.message;
   prob.check(o, lse, what, seed);
   if (counter) {  // the items are the same computations whichever CTA claims them: bitwise the fixed deal's

@@ -34,6 +34,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
                                                                : "dtype " + std::to_string(static_cast<int>(p.dtype))) +
                   " (fp16, bf16)");
   if (const Check c = check_no_page_table(p); !c.ok()) return refuse(who + c.message);
+  if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(who + c.message);
   const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));
   const int variant =
       mma_sm80::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, dev.sm_count,

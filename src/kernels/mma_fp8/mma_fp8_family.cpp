@@ -30,6 +30,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (p.dtype != EVOSDPA_DTYPE_FLOAT8_E4M3) return refuse(who + "FP8 (E4M3) inputs only");
   if (const Check c = check_no_kv_cache(p); !c.ok()) return refuse(who + c.message);
   if (const Check c = check_no_varlen(p); !c.ok()) return refuse(who + c.message);
+  if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(who + c.message);
   if (dev.cc_major * 10 + dev.cc_minor < 89)
     return refuse(who + "needs compute capability 8.9 or newer (mma.sync with E4M3 operands)");
   const int variant = mma_fp8::config_index(static_cast<int>(p.head_dim));

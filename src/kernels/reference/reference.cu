@@ -78,8 +78,14 @@ __global__ void reference_kernel(const KernelParams p) {
     v_descale = p.v_descale[at];
   }
 
-  int kv_end = seq.len_k;
+  // The keys the row sees: kv_begin .. kv_end - 1 (masks, evosdpa.h). Window bounds are at most 2^30
+  // (kNoWindowBound), so i + causal_offset +- a bound stays within int.
+  int kv_begin = 0, kv_end = seq.len_k;
   if (p.causal) kv_end = max(0, min(kv_end, i + seq.causal_offset + 1));
+  if (p.sliding_window) {
+    kv_begin = max(0, i + seq.causal_offset - p.window_left);
+    kv_end = max(kv_begin, min(kv_end, i + seq.causal_offset + p.window_right + 1));
+  }
   // Key j's row in K (in V at v's strides): the sequence's, or its page's; a page index outside
   // [0, num_pages) masks its keys.
   const auto key_offset = [&](int j, int64_t batch_stride, int64_t seq_stride) -> int64_t {
@@ -96,18 +102,23 @@ __global__ void reference_kernel(const KernelParams p) {
     q[t] = d < head_dim ? to_float(q_row[d]) * q_descale : 0.f;
   }
 
+  // The scaled score, softcapped (tanhf: exact to a few ulp, as the reference should be).
+  const auto scaled = [&](int64_t k_off) {
+    const float x = p.scale * score(q, k_head + k_off, k_descale, head_dim, lane);
+    return p.softcap > 0.f ? p.softcap * tanhf(x / p.softcap) : x;
+  };
   float row_max = -INFINITY;
-  for (int j = 0; j < kv_end; ++j) {
+  for (int j = kv_begin; j < kv_end; ++j) {
     const int64_t k_off = key_offset(j, p.k_batch_stride, p.k_seq_stride);
-    if (k_off >= 0) row_max = fmaxf(row_max, p.scale * score(q, k_head + k_off, k_descale, head_dim, lane));
+    if (k_off >= 0) row_max = fmaxf(row_max, scaled(k_off));
   }
 
   float sum = 0.f;
   float acc[kMaxPerLane] = {};
-  for (int j = 0; j < kv_end; ++j) {
+  for (int j = kv_begin; j < kv_end; ++j) {
     const int64_t k_off = key_offset(j, p.k_batch_stride, p.k_seq_stride);
     if (k_off < 0) continue;
-    const float w = expf(p.scale * score(q, k_head + k_off, k_descale, head_dim, lane) - row_max);
+    const float w = expf(scaled(k_off) - row_max);
     sum += w;
     const T* v_row = v_head + key_offset(j, p.v_batch_stride, p.v_seq_stride);
 #pragma unroll

@@ -32,6 +32,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const int row = splitkv::config_index(static_cast<int>(p.head_dim));
   if (row < 0) return refuse("no configuration for head_dim " + std::to_string(p.head_dim));
   if (const Check c = check_no_varlen(p); !c.ok()) return refuse(c.message);
+  if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(c.message);
   const splitkv::SplitKvConfig& cfg = splitkv::kConfigs[row];
   const long long smem = cfg.smem_bytes(static_cast<int>(evosdpa_dtype_size(p.dtype)));
   if (smem > dev.max_smem_per_block_optin)

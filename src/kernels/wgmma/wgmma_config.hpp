@@ -181,6 +181,18 @@ constexpr int row_of(int head_dim, int consumers, bool split_keys = false, bool 
   return -1;
 }
 
+// Rows compiled with the score modifiers (a sliding window, a softcap: score_mods.cuh): the hand-made
+// 16-bit rows of two consumers splitting the rows, on the persistent grid. Each modifier combination is
+// an instantiation of its own; limiting them to these rows (which the tuned ones on the H100 only copy)
+// and to the one schedule keeps the build's time and size down. Not the three-consumer D = 64 row: at
+// 160 registers per consumer its softcap kernels spilled 16 bytes (ptxas, CUDA 13.0); D = 64 calls with
+// modifiers take the two-consumer row.
+constexpr bool score_mod_row(int i) {
+  return i < kHandCount && !kConfigs[i].split_keys && !kConfigs[i].fp8 && kConfigs[i].consumers == 2;
+}
+template <int kIndex>
+inline constexpr bool kScoreModRow = score_mod_row(kIndex);
+
 // ceil(x), at least 1; past 2^53 a whole more or less is below the rounding.
 constexpr double ceil_positive(double x) {
   if (x <= 1.0) return 1.0;
@@ -216,22 +228,25 @@ constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_c
 // where its items (64 rows) fit in one wave, each CTA over all the item's tiles. In floating point:
 // items can pass 2^63. FP8 inputs take the FP8 rows, which are not split. The rows are the hand-made
 // rows' buckets, each the GPU model's tuned row where its table has one (bucket_row of kTunedRows, or a
-// test's table): cc 0 for the hand-made rows alone.
+// test's table): cc 0 for the hand-made rows alone. Calls with score modifiers (score_mods) take the
+// rows that have them compiled (kScoreModRow), unsplit.
 template <int N>
 constexpr Choice choose_config_in(const TunedRow (&tuned)[N], int head_dim, long long batch_heads, long long seqlen_q,
-                                  long long seqlen_k, bool causal, int sm_count, bool fp8, int cc) {
+                                  long long seqlen_k, bool causal, int sm_count, bool fp8, int cc,
+                                  bool score_mods = false) {
   Choice best{-1, 1};
   double best_time = 0;
   for (int hand = 0; hand < kHandCount; ++hand) {
-    const int i = bucket_row(tuned, hand, cc, sm_count);
+    const int i = score_mods ? hand : bucket_row(tuned, hand, cc, sm_count);
     if (kConfigs[i].head_dim != head_dim || kConfigs[i].fp8 != fp8) continue;
+    if (score_mods && !score_mod_row(i)) continue;
     const long long bm = kConfigs[i].block_m();
     const double items = static_cast<double>((seqlen_q + bm - 1) / bm) * static_cast<double>(batch_heads);
     const double tiles = static_cast<double>((seqlen_k + kConfigs[i].block_n - 1) / kConfigs[i].block_n);
     int splits = 1;
     if (kConfigs[i].split_keys) {
       if (items > sm_count) continue;  // one item per CTA, every CTA in the first wave
-    } else if (!fp8) {
+    } else if (!fp8 && !score_mods) {
       while (2 * splits <= kMaxSplits && 2 * splits * kMinTilesPerSplit <= tiles &&
              items * 2 * splits <= cluster_slots(2 * splits, sm_count))
         splits *= 2;
@@ -246,8 +261,8 @@ constexpr Choice choose_config_in(const TunedRow (&tuned)[N], int head_dim, long
   return best;
 }
 constexpr Choice choose_config(int head_dim, long long batch_heads, long long seqlen_q, long long seqlen_k,
-                               bool causal, int sm_count, bool fp8 = false, int cc = 0) {
-  return choose_config_in(kTunedRows, head_dim, batch_heads, seqlen_q, seqlen_k, causal, sm_count, fp8, cc);
+                               bool causal, int sm_count, bool fp8 = false, int cc = 0, bool score_mods = false) {
+  return choose_config_in(kTunedRows, head_dim, batch_heads, seqlen_q, seqlen_k, causal, sm_count, fp8, cc, score_mods);
 }
 
 constexpr bool valid(const TileConfig& c) {

@@ -26,7 +26,7 @@ constexpr size_t kCounterBytes = 16;
 wgmma_sm90::Choice choice_for(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return wgmma_sm90::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, p.seqlen_k,
                                    p.causal != EVOSDPA_CAUSAL_NONE, dev.sm_count, p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3,
-                                   10 * dev.cc_major + dev.cc_minor);
+                                   10 * dev.cc_major + dev.cc_minor, uses_score_mods(p));
 }
 
 FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
@@ -42,6 +42,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   // ones, and packed queries leave through the threads' own stores, which their O staging does not have).
   if (const Check c = fp8 ? check_no_kv_cache(p) : check_no_page_table(p); !c.ok()) return refuse(who + c.message);
   if (fp8 && uses_varlen(p)) return refuse(who + "variable-length batches take fp16 or bf16 inputs");
+  if (fp8 && uses_score_mods(p)) return refuse(who + "a sliding window or softcap takes fp16 or bf16 inputs");
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   const int variant = choice.row;
   if (variant < 0)
@@ -76,7 +77,9 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   // Sequences of their own lengths on the persistent grid with more items than CTAs: items claimed from
   // a counter in the caller's workspace when there is one (a fixed deal otherwise; with at most one item
   // per CTA there is nothing to balance, and the counter's memset would only cost time).
-  if (!fp8 && !wgmma_sm90::kConfigs[variant].split_keys && choice.splits == 1 && blocks > dev.sm_count &&
+  // (Not with score modifiers, whose kernels run the fixed deal alone: wgmma_sm90::kScoreModRow.)
+  if (!fp8 && !uses_score_mods(p) && !wgmma_sm90::kConfigs[variant].split_keys && choice.splits == 1 &&
+      blocks > dev.sm_count &&
       (uses_varlen(p) || p.seqused_k != nullptr)) {
     s.workspace_wanted = kCounterBytes;
     if (p.workspace != nullptr && p.workspace_size >= kCounterBytes) s.workspace_bytes = kCounterBytes;
@@ -89,7 +92,9 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
 // D = 128 does not. Measured on an H100 under graph replay (docs/perf-log.md v8.4): (1,8,512,64), 32
 // CTAs, 12.1 us here against 9.9; (1,8,1024,64) unsplit, 64 CTAs, 15.2 against 15.5; (1,8,512,128),
 // 32 CTAs, 12.0 against 15.2.
+// A sliding window or softcap stays here: mma_sm80 has neither (the reference kernel would take it).
 bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  if (uses_score_mods(p)) return true;
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   if (choice.row < 0) return false;
   const long long block_m = wgmma_sm90::kConfigs[choice.row].block_m();

@@ -23,6 +23,7 @@
 #include "kernels/kernel_params.hpp"
 #include "kernels/mma_fp8/mma_fp8_primitives.cuh"
 #include "kernels/rtc_std.hpp"
+#include "kernels/score_mods.cuh"
 #include "kernels/wgmma/cu_tensor_map.hpp"
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
@@ -298,23 +299,27 @@ __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem
 // column 8*(i>>2) + 2*(lane%4) + (i&1) of its warpgroup's 64 x N tile.
 
 // Scores of keys a row may not see become -inf: keys past the sequence's end (TMA's zeros past seqlen_k,
-// or a packed batch's next sequence) and, with a causal mask, keys past the row's diagonal. Per row the
-// last key it sees, less the tile's first key and the lane's column offset, leaves one compare with a
-// constant per score (the per-score key and row arithmetic was 227 instructions per masked tile at
-// D=64, 128 now).
-template <int kBlockN>
+// or a packed batch's next sequence), with a causal mask keys past the row's diagonal, and with a
+// sliding window keys outside it. Per row the last (and first) key it sees, less the tile's first key
+// and the lane's column offset, leaves one compare with a constant per score and bound (the per-score
+// key and row arithmetic was 227 instructions per masked tile at D=64, 128 now).
+template <int kBlockN, typename Mods>
 __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelParams& p, const Work& w, int key0,
                                           int row_lo, int lane) {
-  int limit[2];
+  int limit[2], from[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    int last = w.len_k - 1;
-    if (p.causal) last = min(last, row_lo + 8 * r + w.causal_offset);
-    limit[r] = last - key0 - 2 * (lane & 3);
+    const int diagonal = row_lo + 8 * r + w.causal_offset, lane_key0 = key0 + 2 * (lane & 3);
+    limit[r] = last_key<Mods>(p, w.len_k, diagonal) - lane_key0;
+    from[r] = first_key<Mods>(p, diagonal) - lane_key0;
   }
 #pragma unroll
-  for (int i = 0; i < kBlockN / 2; ++i)
-    if (8 * (i >> 2) + (i & 1) > limit[(i >> 1) & 1]) s[i] = -INFINITY;
+  for (int i = 0; i < kBlockN / 2; ++i) {
+    const int col = 8 * (i >> 2) + (i & 1);
+    if (col > limit[(i >> 1) & 1]) s[i] = -INFINITY;
+    if constexpr (Mods::kWindow)
+      if (col < from[(i >> 1) & 1]) s[i] = -INFINITY;
+  }
 }
 
 // The reference point m of a row's exponentials moves only when the tile's max exceeds it by more than
@@ -460,30 +465,45 @@ __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 
   wgmma_commit();
 }
 
-// Mask S_j and run its softmax in the log2 domain (O's rescale is left to the caller). scale_log2: the
-// scores' scale times log2(e) (with FP8 inputs times q_descale * k_descale).
-template <int kBlockN, typename Form>
+// Mask S_j (softcapped first with Mods::kSoftcap) and run its softmax in the log2 domain (O's rescale
+// is left to the caller). scale_log2: the scores' scale times log2(e) (with FP8 inputs times q_descale *
+// k_descale). A tile needs the mask when a key of it lies past the sequence's end or outside some row's
+// causal or window bounds (the warpgroup's rows row0 .. row0 + 63).
+template <int kBlockN, typename Form, typename Mods>
 __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
                                                 float scale_log2, int key0, int row0, int row_lo, int lane,
                                                 float (&m)[2], float (&l)[2], float (&alpha)[2]) {
-  const bool masked = key0 + kBlockN > w.len_k || (p.causal && key0 + kBlockN - 1 > row0 + w.causal_offset);
-  if (scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
-    if (masked) mask_tile<kBlockN>(sc, p, w, key0, row_lo, lane);
+  const int key_last = key0 + kBlockN - 1;
+  bool masked = key0 + kBlockN > w.len_k || (p.causal && key_last > row0 + w.causal_offset);
+  if constexpr (Mods::kWindow)
+    masked = masked || key_last > row0 + w.causal_offset + p.window_right ||
+             key0 < row0 + 63 + w.causal_offset - p.window_left;
+  if constexpr (Mods::kSoftcap) {  // capped scores are in the log2 domain already, masks go after the cap
+    const SoftcapFactors cap = softcap_factors(p, scale_log2);
+#pragma unroll
+    for (int i = 0; i < kBlockN / 2; ++i) sc[i] = softcap_log2(sc[i], cap.in, cap.out);
+    if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
+    softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
+  } else if (scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
+    if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, true, Form>(sc, scale_log2, m, l, alpha);
   } else {  // scale first: -inf (mask) times a negative or zero scale would be +inf or NaN
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= scale_log2;
-    if (masked) mask_tile<kBlockN>(sc, p, w, key0, row_lo, lane);
+    if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   }
 }
 
 // How many of the item's tiles (from t0 on) a warpgroup's 64 rows need: none if they all lie past the
-// sequence's end (the last item's padding), else those up to its last row's diagonal (causal) or all.
+// sequence's end (the last item's padding), else those up to its last row's last key (causal diagonal,
+// window) or all. Tiles before its first row's window are computed and masked: at most 64 keys' worth.
+template <typename Mods>
 __device__ __forceinline__ int warpgroup_tiles(const KernelParams& p, const Work& w, int row0, int block_n) {
   if (row0 >= w.len_q) return 0;
   int keys = w.len_k;
   if (p.causal) keys = min(keys, max(0, min(row0 + 64, w.len_q) + w.causal_offset));
+  if constexpr (Mods::kWindow) keys = min(keys, max(0, min(row0 + 64, w.len_q) + w.causal_offset + p.window_right));
   return max(0, min(w.n_tiles, (keys + block_n - 1) / block_n - w.t0));
 }
 
@@ -581,8 +601,9 @@ __device__ __forceinline__ void finish_rows(float (&o)[N], float (&m)[2], float 
 // non-causal); with split_keys the turns follow the tiles, each taken by the tile's consumer. `tiles` is
 // the ring position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last
 // tile, whose turn its consumer keeps (no one waits for it). scale_log2: the scores' scale (times
-// q_descale * k_descale with FP8 inputs); v_descale: O's factor (1 for 16-bit inputs).
-template <typename T, int kIndex, typename Epilogue>
+// q_descale * k_descale with FP8 inputs); v_descale: O's factor (1 for 16-bit inputs). Mods: the score
+// modifiers (score_mods.cuh).
+template <typename T, int kIndex, typename Mods, typename Epilogue>
 __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const Work& w, int consumer,
                              const Smem<kIndex>& sm, Epilogue& epilogue, int iter, int tiles, bool last_turn,
                              float scale_log2, float v_descale) {
@@ -599,7 +620,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   const uint64_t q_desc = q_desc_of<Smem<kIndex>::kRowBytes>(sm.q(q_buf) + rows_at * Smem<kIndex>::kRowBytes);  // its 64 rows
   const int my_turn = 1 + consumer, next_turn = 1 + (consumer + 1) % C;
   const TileRun run = kSplitKeys ? TileRun{consumer, C, w.n_tiles > consumer ? (w.n_tiles - consumer + C - 1) / C : 0}
-                                 : TileRun{0, 1, warpgroup_tiles(p, w, row0, BN)};
+                                 : TileRun{0, 1, warpgroup_tiles<Mods>(p, w, row0, BN)};
   // split_keys: the consumer of the item's last tile stores it (hand_over).
   const int storer = w.n_tiles > 0 ? (w.n_tiles - 1) % C : 0;
   // Whether the turn of the item's tile j is the CTA's last, which its consumer keeps.
@@ -633,7 +654,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
-  scores_to_probs<BN, Form>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
+  scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
   for (int k = 1; k < run.count; ++k) {
@@ -649,7 +670,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     if (!keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    scores_to_probs<BN, Form>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);
@@ -696,7 +717,7 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consum
       scale_log2 *= p.q_descale[at] * p.k_descale[at];
       v_descale = p.v_descale[at];
     }
-    consume_item<T, kIndex>(p, to, w, consumer, sm, epilogue, iter, tiles, !Schedule::kDynamic && iter == last,
+    consume_item<T, kIndex, typename Schedule::Mods>(p, to, w, consumer, sm, epilogue, iter, tiles, !Schedule::kDynamic && iter == last,
                             scale_log2, v_descale);
     tiles += w.n_tiles;
   }

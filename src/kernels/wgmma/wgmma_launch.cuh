@@ -50,7 +50,7 @@ cudaError_t cluster_capacity(int device, int splits, int* fit) {
   cudaLaunchAttribute cluster;
   const cudaLaunchConfig_t config = cluster_launch(cluster, splits, splits, cfg.threads(), cfg.smem_bytes(), nullptr);
   const cudaError_t err = cudaOccupancyMaxActiveClusters(
-      fit, attention_kernel<T, kIndex, SplitSchedule<kIndex>, MergeEpilogue<T, kIndex>>, &config);
+      fit, attention_kernel<T, kIndex, SplitSchedule<kIndex, NoMods>, MergeEpilogue<T, kIndex>>, &config);
   if (err == cudaSuccess && slot != nullptr) slot->store(*fit + 1, std::memory_order_relaxed);
   return err;
 }
@@ -104,7 +104,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   const int64_t items = work_items(p, cfg.block_m());
   if constexpr (!cfg.split_keys && !cfg.fp8) {  // split_keys and FP8 rows are not split over clusters
     if (splits > 1) {
-      auto* kernel = attention_kernel<T, kIndex, SplitSchedule<kIndex>, MergeEpilogue<T, kIndex>>;
+      auto* kernel = attention_kernel<T, kIndex, SplitSchedule<kIndex, NoMods>, MergeEpilogue<T, kIndex>>;
       err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (err != cudaSuccess) return err;
       // Clusters wait for a GPC with `splits` free SMs: fewer splits when the clusters would not all fit
@@ -134,6 +134,16 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     kernel<<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p, geo);
     return cudaGetLastError();
   };
+  // Score modifiers (supports(): the hand-made rows of a row split, unsplit, without the counter) on the
+  // persistent grid, an instantiation per combination.
+  if (p.sliding_window || p.softcap > 0.f) {
+    if constexpr (kScoreModRow<kIndex>)
+      return with_score_mods(p, [&](auto mods) {
+        return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods)>, StoreEpilogue<T, kIndex>>);
+      });
+    else
+      return cudaErrorInvalidValue;  // never a row without them: the result would ignore them
+  }
   if constexpr (!cfg.split_keys && !cfg.fp8) {
     // The workspace (supports(): sequences of their own lengths) holds DynamicSchedule's counter. A
     // memset, not a kernel's own zeroing: no CTA could tell when the others had seen the old count. A
@@ -141,16 +151,16 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     if (p.workspace != nullptr) {
       err = cudaMemsetAsync(p.workspace, 0, sizeof(unsigned), stream);
       if (err != cudaSuccess) return err;
-      return run(attention_kernel<T, kIndex, DynamicSchedule<kIndex>, StoreEpilogue<T, kIndex>>);
+      return run(attention_kernel<T, kIndex, DynamicSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>);
     }
   }
-  return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex>, StoreEpilogue<T, kIndex>>);
+  return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>);
 }
 
 // KernelFamily::probe_image on this instantiation (see mma_launch.cuh).
 template <typename T, int kIndex>
 cudaError_t kernel_attributes(cudaFuncAttributes* attr) {
-  return cudaFuncGetAttributes(attr, attention_kernel<T, kIndex, PersistentSchedule<kIndex>, StoreEpilogue<T, kIndex>>);
+  return cudaFuncGetAttributes(attr, attention_kernel<T, kIndex, PersistentSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>);
 }
 
 }  // namespace evosdpa::detail::wgmma_sm90

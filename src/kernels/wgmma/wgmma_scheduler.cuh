@@ -8,6 +8,7 @@
 #pragma once
 
 #include "kernels/kernel_params.hpp"
+#include "kernels/score_mods.cuh"
 #include "kernels/sequence.cuh"
 #include "kernels/wgmma/fast_div.hpp"
 #include "kernels/wgmma/wgmma_geometry.hpp"
@@ -47,8 +48,9 @@ static_assert(Work::kFields * 4 <= TileConfig::kWorkSlotBytes, "a Work's fields 
 __device__ __forceinline__ int q_map_batch(const KernelParams& p, const Work& w) { return p.cu_seqlens_q != nullptr ? 0 : w.batch; }
 __device__ __forceinline__ int k_map_batch(const KernelParams& p, const Work& w) { return p.cu_seqlens_k != nullptr ? 0 : w.batch; }
 
-// Query block qb of flattened head bh, with all the tiles its rows see.
-template <int kIndex>
+// Query block qb of flattened head bh, with all the tiles its rows see: from the one holding its first
+// row's first key (Mods::kWindow; else from 0) to the one holding its last row's last key.
+template <int kIndex, typename Mods>
 __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry& g, BlockOfHead at) {
   constexpr int BM = Shape<kIndex>::kBlockM, BN = kConfigs[kIndex].block_n;
   Work w;
@@ -68,14 +70,20 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
   w.t0 = 0;
   int keys = w.q0 < w.len_q ? w.len_k : 0;
   if (p.causal) keys = min(keys, max(0, min(w.q0 + BM, w.len_q) + w.causal_offset));
-  w.n_tiles = (keys + BN - 1) / BN;
+  if constexpr (Mods::kWindow) {
+    keys = min(keys, max(0, min(w.q0 + BM, w.len_q) + w.causal_offset + p.window_right));
+    w.t0 = first_key<Mods>(p, w.q0 + w.causal_offset) / BN;
+  }
+  w.n_tiles = max(0, (keys + BN - 1) / BN - w.t0);
   return w;
 }
 
 // CTA b of the grid takes items b, b + gridDim.x, ... of item_order (wgmma_order.hpp), gridDim.x being
-// no larger than the item count.
-template <int kIndex>
+// no larger than the item count. Mods: the kernel's score modifiers (score_mods.cuh), which decide the
+// items' tiles.
+template <int kIndex, typename M>
 struct PersistentSchedule {
+  using Mods = M;
   static constexpr bool kOneItem = false;  // CTAs may take several items
   static constexpr bool kDynamic = false;  // each CTA's items are known from the start
   static __device__ __forceinline__ int items(const Geometry& g) {
@@ -84,23 +92,24 @@ struct PersistentSchedule {
   }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int iter) {
     const int index = iter * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
-    return whole_item<kIndex>(p, g, g.order(index));
+    return whole_item<kIndex, Mods>(p, g, g.order(index));
   }
 };
 
 // Cluster c (CTAs c*n .. c*n + n - 1, n the cluster size) takes item c; its CTA of rank r the r-th of n
 // near-equal runs of the item's tiles (some may be empty, causal rows near the top).
-template <int kIndex>
+template <int kIndex, typename M>
 struct SplitSchedule {
+  using Mods = M;
   static constexpr bool kOneItem = true;
   static constexpr bool kDynamic = false;
   static __device__ __forceinline__ int items(const Geometry&) { return 1; }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int) {
     const int n = static_cast<int>(cluster_size()), r = static_cast<int>(cluster_rank());
     const QuotRem at = g.q_blocks.divmod(static_cast<int>(blockIdx.x) / n);
-    Work w = whole_item<kIndex>(p, g, {at.rem, at.quot});
+    Work w = whole_item<kIndex, Mods>(p, g, {at.rem, at.quot});
     const int tiles = w.n_tiles;
-    w.t0 = r * tiles / n;
+    w.t0 += r * tiles / n;
     w.n_tiles = (r + 1) * tiles / n - w.t0;
     return w;
   }
@@ -124,8 +133,9 @@ struct Cursor {
   int base = 0;  // items before it
 };
 
-template <int kIndex>
+template <int kIndex, typename M>
 struct DynamicSchedule {
+  using Mods = M;
   static constexpr bool kOneItem = false;
   static constexpr bool kDynamic = true;
   static_assert(!kConfigs[kIndex].split_keys && !kConfigs[kIndex].fp8,
@@ -166,7 +176,7 @@ struct DynamicSchedule {
   static __device__ __forceinline__ Work in_section(const KernelParams& p, const Geometry& g, int b, int blocks,
                                                     int sec, int r) {
     const QuotRem bh = g.section.divmod(r);
-    return whole_item<kIndex>(p, g, {blocks - 1 - bh.quot, b * p.heads_q + sec * g.section.divisor() + bh.rem});
+    return whole_item<kIndex, Mods>(p, g, {blocks - 1 - bh.quot, b * p.heads_q + sec * g.section.divisor() + bh.rem});
   }
 };
 

@@ -1,0 +1,144 @@
+"""Sliding windows and softcaps (issue 13): what each costs or saves against the same call without it, and
+FlashAttention's flash_attn_func with the same window and softcap where it imports.
+
+    python3 bench/masks_bench.py --json masks.json
+    python3 bench/masks_bench.py --dtype bf16 --iters 20
+
+Points (B, H, L, D = 128, Hq = Hkv, fp16 or bf16): causal prefill at L = 32k with a window of 4096 keys
+(Mistral's), against full causal (issue 13's target: at least (L / window) / 2 = 4x faster); non-causal
+L = 8k with a window of (2048, 2048); a softcap of 50 (Gemma 2) at L = 4k and 8k, causal and not, and
+with a window of 4096 (Gemma 2's local layers). Each call is timed with CUDA events after warm-up, median
+of --iters runs (bench/decode_bench.py's Timer, no L2 flush: these calls read far more than L2 holds), and
+reported as time and as TFLOP/s of the dense work (4 B H Lq Lk D, halved with a causal mask, as the fa3 grid
+counts it) next to the time ratio against the point's plain call. Every evosdpa result is first checked
+against PyTorch's math SDPA with the same mask (float32, on a sample of heads): a maximum absolute error
+above 2e-2 marks the point FAIL and the script exits 1 after writing the JSON.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from decode_bench import Timer, first_line, import_evosdpa  # noqa: E402
+
+TOLERANCE = 2e-2
+D = 128
+# (name, B, H, L, causal, window (left, right) or None, softcap)
+POINTS = [
+    ("causal 32k", 1, 16, 32768, True, None, 0.0),
+    ("causal 32k window 4096", 1, 16, 32768, True, (4095, -1), 0.0),
+    ("full 8k", 2, 16, 8192, False, None, 0.0),
+    ("full 8k window 2048+2048", 2, 16, 8192, False, (2048, 2048), 0.0),
+    ("full 4k", 4, 16, 4096, False, None, 0.0),
+    ("full 4k softcap 50", 4, 16, 4096, False, None, 50.0),
+    ("causal 8k", 2, 16, 8192, True, None, 0.0),
+    ("causal 8k softcap 50", 2, 16, 8192, True, None, 50.0),
+    ("causal 8k window 4096 softcap 50", 2, 16, 8192, True, (4095, -1), 50.0),
+]
+
+
+def mask_of(torch, lq, lk, causal, window, device):
+    i = torch.arange(lq, device=device)[:, None]
+    j = torch.arange(lk, device=device)[None, :]
+    diag = i + (lk - lq)
+    m = torch.ones(lq, lk, dtype=torch.bool, device=device)
+    if causal:
+        m &= j <= diag
+    if window is not None:
+        left, right = window
+        if left >= 0:
+            m &= j >= diag - left
+        if right >= 0:
+            m &= j <= diag + right
+    return m
+
+
+def check(torch, out, q, k, v, causal, window, softcap):
+    """max |O - O_math| over a sample of heads and rows (float32 math on the same inputs)."""
+    rows = slice(0, q.shape[2], max(1, q.shape[2] // 512))
+    qs, ks, vs = q[:1, :2, rows].float(), k[:1, :2].float(), v[:1, :2].float()
+    s = (qs @ ks.transpose(-1, -2)) / D ** 0.5
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    mask = mask_of(torch, q.shape[2], k.shape[2], causal, window, q.device)[rows]
+    s = s.masked_fill(~mask, float("-inf"))
+    want = torch.softmax(s, dim=-1).nan_to_num(0.0) @ vs
+    return (out[:1, :2, rows].float() - want).abs().max().item()
+
+
+def flash_attn_peer():
+    try:
+        from flash_attn import flash_attn_func
+        return flash_attn_func
+    except Exception:  # noqa: BLE001 -- any import failure means no peer
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "both"])
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    import torch
+    evosdpa = import_evosdpa()
+    timer = Timer(torch, args.iters, args.warmup, torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
+    fa = flash_attn_peer()
+    dtypes = {"fp16": [torch.float16], "bf16": [torch.bfloat16], "both": [torch.float16, torch.bfloat16]}[args.dtype]
+    results, failed = [], False
+    print(f"# {torch.cuda.get_device_name()}, evosdpa {evosdpa.__version__}, flash_attn {'yes' if fa else 'no'}")
+    print(f"{'point':34} {'dtype':5} {'us':>10} {'TFLOP/s':>8} {'vs plain':>9} {'max err':>9} {'flash_attn us':>13}")
+    for dtype in dtypes:
+        plain_us = {}
+        for name, b, h, length, causal, window, softcap in POINTS:
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            q, k, v = (torch.randn(b, h, length, D, generator=gen, device="cuda").to(dtype) for _ in range(3))
+            kw = {"causal": causal, "causal_alignment": "bottom_right"}
+            if window is not None:
+                kw["window_size"] = window
+            if softcap:
+                kw["softcap"] = softcap
+            row = {"point": name, "dtype": str(dtype).split(".")[-1], "B": b, "H": h, "L": length, "D": D,
+                   "causal": causal, "window": window, "softcap": softcap}
+            try:
+                out = evosdpa.attention(q, k, v, **kw)
+                row["max_err"] = check(torch, out, q, k, v, causal, window, softcap)
+                row["pass"] = row["max_err"] <= TOLERANCE
+                failed |= not row["pass"]
+                t = timer.time(lambda: evosdpa.attention(q, k, v, **kw), flush=False)
+                row["us"] = t["us_median"]
+                flops = 4.0 * b * h * length * length * D / (2 if causal else 1)
+                row["tflops"] = flops / row["us"] / 1e6
+                key = (b, h, length, causal)
+                if window is None and not softcap:
+                    plain_us[key] = row["us"]
+                row["vs_plain"] = row["us"] / plain_us[key] if key in plain_us else None
+            except Exception as e:  # noqa: BLE001 -- recorded per point
+                row["error"] = first_line(e)
+                failed = True
+            if fa is not None and "error" not in row:
+                qf, kf, vf = (t.transpose(1, 2) for t in (q, k, v))
+                fkw = {"causal": causal, "window_size": window or (-1, -1), "softcap": softcap}
+                try:
+                    row["flash_attn_us"] = timer.time(lambda: fa(qf, kf, vf, **fkw), flush=False)["us_median"]
+                except Exception as e:  # noqa: BLE001
+                    row["flash_attn_error"] = first_line(e)
+            results.append(row)
+            vs = f"{row['vs_plain']:.3f}x" if row.get("vs_plain") else "-"
+            if "error" in row:
+                print(f"{name:34} {row['dtype']:5} ERROR {row['error']}")
+            else:
+                fa_us = f"{row['flash_attn_us']:.0f}" if "flash_attn_us" in row else "-"
+                print(f"{name:34} {row['dtype']:5} {row['us']:10.1f} {row['tflops']:8.1f} {vs:>9} "
+                      f"{row['max_err']:9.2e}{'' if row['pass'] else ' FAIL'} {fa_us:>13}")
+            del q, k, v
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "results": results}, f, indent=1)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

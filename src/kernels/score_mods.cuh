@@ -1,0 +1,62 @@
+// Score modifiers as compile-time features of a kernel (evosdpa.h, "Sliding window and softcap"): a
+// kernel instantiated without one carries no code and no branch for it in its loops.
+#pragma once
+
+#include "kernels/device_math.cuh"
+#include "kernels/kernel_params.hpp"
+
+namespace evosdpa::detail {
+
+template <bool kWindowOn, bool kSoftcapOn>
+struct ScoreMods {
+  // Sliding window: a row sees keys diagonal - window_left .. diagonal + window_right (KernelParams);
+  // work items skip the tiles before their first row's window, and the window's edges are masked.
+  static constexpr bool kWindow = kWindowOn;
+  // Softcap: every scaled score s becomes c * tanh(s / c) before the masks and the softmax.
+  static constexpr bool kSoftcap = kSoftcapOn;
+  static constexpr bool kAny = kWindow || kSoftcap;
+};
+using NoMods = ScoreMods<false, false>;
+
+// Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap).
+template <typename F>
+decltype(auto) with_score_mods(const KernelParams& p, F&& f) {
+  if (p.sliding_window) {
+    if (p.softcap > 0.f) return f(ScoreMods<true, true>{});
+    return f(ScoreMods<true, false>{});
+  }
+  if (p.softcap > 0.f) return f(ScoreMods<false, true>{});
+  return f(NoMods{});
+}
+
+// The keys query row i of a sequence (diagonal at i + s.causal_offset) may see under the causal mask
+// and, with Mods::kWindow, the window: first .. last (an empty range when last < first). Window bounds
+// are at most kNoWindowBound, so nothing overflows int.
+template <typename Mods>
+__device__ __forceinline__ int first_key(const KernelParams& p, int diagonal) {
+  if constexpr (Mods::kWindow) return max(0, diagonal - p.window_left);
+  return 0;
+}
+template <typename Mods>
+__device__ __forceinline__ int last_key(const KernelParams& p, int len_k, int diagonal) {
+  int last = len_k - 1;
+  if (p.causal) last = min(last, diagonal);
+  if constexpr (Mods::kWindow) last = min(last, diagonal + p.window_right);
+  return last;
+}
+
+// A softcapped score in the log2 domain from a raw one (q.k): c log2(e) tanh(raw * scale / c), with
+// tanh(y) = 1 - 2 / (2^(2 y log2(e)) + 1): one exp2 and one reciprocal (MUFU), within ~1e-6 c of the exact
+// value (tanh.approx.f32's 2^-11 relative error would move P by up to ~1% at c = 50, past the 16-bit
+// rule). in = 2 scale log2(e) / c, out = c log2(e) (softcap_factors). Saturates to +-out, keeps NaN.
+__device__ __forceinline__ float softcap_log2(float raw, float in, float out) {
+  return fmaf(-2.f * out, fast_rcp(fast_exp2(raw * in) + 1.f), out);
+}
+struct SoftcapFactors {
+  float in, out;
+};
+__device__ __forceinline__ SoftcapFactors softcap_factors(const KernelParams& p, float scale_log2) {
+  return {2.f * scale_log2 / p.softcap, p.softcap * 1.4426950408889634f};
+}
+
+}  // namespace evosdpa::detail
