@@ -1,0 +1,1 @@
+"""Integrations of evosdpa into other libraries (each an optional dependency, imported on use)."""
