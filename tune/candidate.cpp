@@ -116,7 +116,7 @@ CompiledCandidate compile_wgmma_sm90(const detail::wgmma_sm90::TileConfig& row, 
   const std::string type = dtype == EVOSDPA_DTYPE_BFLOAT16 ? "__nv_bfloat16" : "__half";
   const std::string ns = "evosdpa::detail::wgmma_sm90::";
   return compile_kernel("kernels/wgmma/wgmma_kernel.cuh",
-                        "&" + ns + "attention_kernel<" + type + ", 0, " + ns + "PersistentSchedule<0>, " + ns +
+                        "&" + ns + "attention_kernel<" + type + ", 0, " + ns + "PersistentSchedule<0, evosdpa::detail::NoMods>, " + ns +
                             "StoreEpilogue<" + type + ", 0>>",
                         row_initializer(row), "sm_90a", tree);
 }
