@@ -201,40 +201,33 @@ def test_a_library_without_variable_length_batches_imports(monkeypatch):
             _lib.require_fields("varlen")
 
 
-def test_varlen_fields_reach_the_c_abi():
-    # Each of the four 0.6 fields, read by the library where the mirror puts it (checked before any device).
+def fields_are_read(edits):
+    """Each (fields, words) of `edits`, applied in turn to one small problem's Params, makes the library refuse
+    the call with a message holding `words` (checked before any device, so no GPU is needed)."""
     p = _lib.new_params()
     p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim = 1, 1, 1, 8, 8, 64
-    p.total_q = 5
-    code, message, _ = _lib.supports(p)
-    assert code == _lib.INVALID_ARGUMENT and "total_q is 5 but cu_seqlens_q is a null pointer" in message
-    p.total_q, p.total_k = 0, 7
-    code, message, _ = _lib.supports(p)
-    assert code == _lib.INVALID_ARGUMENT and "total_k is 7 but cu_seqlens_k is a null pointer" in message
-    p.cu_seqlens_k, p.k_batch_stride = 4096, 512
-    code, message, _ = _lib.supports(p)
-    assert code == _lib.INVALID_ARGUMENT and "k_batch_stride is 512 but cu_seqlens_k packs the sequences" in message
-    p.k_batch_stride, p.cu_seqlens_q = 0, 4098
-    code, message, _ = _lib.supports(p)
-    assert code == _lib.INVALID_ARGUMENT and "cu_seqlens_q is not 4-byte aligned" in message
+    for fields, words in edits:
+        for name, value in fields.items():
+            setattr(p, name, value)
+        code, message, _ = _lib.supports(p)
+        assert code == _lib.INVALID_ARGUMENT and words in message, (fields, message)
+
+
+def test_varlen_fields_reach_the_c_abi():
+    # Each of the four 0.6 fields, read by the library where the mirror puts it.
+    fields_are_read([({"total_q": 5}, "total_q is 5 but cu_seqlens_q is a null pointer"),
+                     ({"total_q": 0, "total_k": 7}, "total_k is 7 but cu_seqlens_k is a null pointer"),
+                     ({"cu_seqlens_k": 4096, "k_batch_stride": 512},
+                      "k_batch_stride is 512 but cu_seqlens_k packs the sequences"),
+                     ({"k_batch_stride": 0, "cu_seqlens_q": 4098}, "cu_seqlens_q is not 4-byte aligned")])
 
 
 def test_score_mod_fields_reach_the_c_abi():
-    # Each of the four 0.7 fields, read by the library where the mirror puts it (checked before any device).
-    p = _lib.new_params()
-    p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim = 1, 1, 1, 8, 8, 64
-    p.window_left = 3
-    code, message, _ = _lib.supports(p)
-    assert code == _lib.INVALID_ARGUMENT and "window_left is 3 without sliding_window" in message
-    p.window_left, p.window_right = 0, 4
-    code, message, _ = _lib.supports(p)
-    assert code == _lib.INVALID_ARGUMENT and "window_right is 4 without sliding_window" in message
-    p.sliding_window, p.window_left, p.window_right = 1, -3, 0
-    code, message, _ = _lib.supports(p)
-    assert code == _lib.INVALID_ARGUMENT and "window_left is -3" in message
-    p.window_left, p.softcap = 0, -2.0
-    code, message, _ = _lib.supports(p)
-    assert code == _lib.INVALID_ARGUMENT and "softcap" in message
+    # Each of the four 0.7 fields, likewise.
+    fields_are_read([({"window_left": 3}, "window_left is 3 without sliding_window"),
+                     ({"window_left": 0, "window_right": 4}, "window_right is 4 without sliding_window"),
+                     ({"sliding_window": 1, "window_left": -3, "window_right": 0}, "window_left is -3"),
+                     ({"window_left": 0, "softcap": -2.0}, "softcap")])
 
 
 def test_a_library_without_score_mods_is_named(monkeypatch):
