@@ -14,7 +14,6 @@ struct ScoreMods {
   static constexpr bool kWindow = kWindowOn;
   // Softcap: every scaled score s becomes c * tanh(s / c) before the masks and the softmax.
   static constexpr bool kSoftcap = kSoftcapOn;
-  static constexpr bool kAny = kWindow || kSoftcap;
 };
 using NoMods = ScoreMods<false, false>;
 

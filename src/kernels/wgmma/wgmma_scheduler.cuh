@@ -101,6 +101,7 @@ struct PersistentSchedule {
 template <int kIndex, typename M>
 struct SplitSchedule {
   using Mods = M;
+  static_assert(!M::kWindow, "a split item's runs start at tile 0 (score modifiers run unsplit: score_mod_row)");
   static constexpr bool kOneItem = true;
   static constexpr bool kDynamic = false;
   static __device__ __forceinline__ int items(const Geometry&) { return 1; }
@@ -109,7 +110,7 @@ struct SplitSchedule {
     const QuotRem at = g.q_blocks.divmod(static_cast<int>(blockIdx.x) / n);
     Work w = whole_item<kIndex, Mods>(p, g, {at.rem, at.quot});
     const int tiles = w.n_tiles;
-    w.t0 += r * tiles / n;
+    w.t0 = r * tiles / n;
     w.n_tiles = (r + 1) * tiles / n - w.t0;
     return w;
   }
