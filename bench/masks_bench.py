@@ -1,5 +1,5 @@
-"""Sliding windows and softcaps (issue 13): what each costs or saves against the same call without it, and
-FlashAttention's flash_attn_func with the same window and softcap where it imports.
+"""Sliding windows, softcaps and mask tensors (issue 13): what each costs or saves against the same call
+without it, and FlashAttention's flash_attn_func with the same window and softcap where it imports.
 
     python3 bench/masks_bench.py --json masks.json
     python3 bench/masks_bench.py --dtype bf16 --iters 20
@@ -7,7 +7,10 @@ FlashAttention's flash_attn_func with the same window and softcap where it impor
 Points (B, H, L, D = 128, Hq = Hkv, fp16 or bf16): causal prefill at L = 32k with a window of 4096 keys
 (Mistral's), against full causal (issue 13's target: at least (L / window) / 2 = 4x faster); non-causal
 L = 8k with a window of (2048, 2048); a softcap of 50 (Gemma 2) at L = 4k and 8k, causal and not, and
-with a window of 4096 (Gemma 2's local layers). Each call is timed with CUDA events after warm-up, median
+with a window of 4096 (Gemma 2's local layers); mask tensors at L = 4k (issue 13's target: at most 25% over
+the plain call): boolean and additive [B, 1, L, L] (transformers' padding masks), additive [1, 1, L, L],
+a key padding mask [B, 1, 1, L], and a mask of its own per head [B, H, L, L] (2 GB read per call: the
+worst case, not the target's). Each call is timed with CUDA events after warm-up, median
 of --iters runs (bench/decode_bench.py's Timer, no L2 flush: these calls read far more than L2 holds), and
 reported as time and as TFLOP/s of the dense work (4 B H Lq Lk D, halved with a causal mask, as the fa3 grid
 counts it) next to the time ratio against the point's plain call. Every evosdpa result is first checked
@@ -24,18 +27,38 @@ from decode_bench import Timer, first_line, import_evosdpa  # noqa: E402
 
 TOLERANCE = 2e-2
 D = 128
-# (name, B, H, L, causal, window (left, right) or None, softcap)
+# (name, B, H, L, causal, window (left, right) or None, softcap, mask tensor or None: (kind, shape with B,
+# H, L for the sizes))
 POINTS = [
-    ("causal 32k", 1, 16, 32768, True, None, 0.0),
-    ("causal 32k window 4096", 1, 16, 32768, True, (4095, -1), 0.0),
-    ("full 8k", 2, 16, 8192, False, None, 0.0),
-    ("full 8k window 2048+2048", 2, 16, 8192, False, (2048, 2048), 0.0),
-    ("full 4k", 4, 16, 4096, False, None, 0.0),
-    ("full 4k softcap 50", 4, 16, 4096, False, None, 50.0),
-    ("causal 8k", 2, 16, 8192, True, None, 0.0),
-    ("causal 8k softcap 50", 2, 16, 8192, True, None, 50.0),
-    ("causal 8k window 4096 softcap 50", 2, 16, 8192, True, (4095, -1), 50.0),
+    ("causal 32k", 1, 16, 32768, True, None, 0.0, None),
+    ("causal 32k window 4096", 1, 16, 32768, True, (4095, -1), 0.0, None),
+    ("full 8k", 2, 16, 8192, False, None, 0.0, None),
+    ("full 8k window 2048+2048", 2, 16, 8192, False, (2048, 2048), 0.0, None),
+    ("full 4k", 4, 16, 4096, False, None, 0.0, None),
+    ("full 4k softcap 50", 4, 16, 4096, False, None, 50.0, None),
+    ("full 4k bool mask [B,1,L,L]", 4, 16, 4096, False, None, 0.0, ("bool", "B1LL")),
+    ("full 4k bias [B,1,L,L]", 4, 16, 4096, False, None, 0.0, ("bias", "B1LL")),
+    ("full 4k bias [1,1,L,L]", 4, 16, 4096, False, None, 0.0, ("bias", "11LL")),
+    ("full 4k key padding [B,1,1,L]", 4, 16, 4096, False, None, 0.0, ("bool", "B11L")),
+    ("full 4k bias [B,H,L,L]", 4, 16, 4096, False, None, 0.0, ("bias", "BHLL")),
+    ("causal 4k", 4, 16, 4096, True, None, 0.0, None),
+    ("causal 4k bias [B,1,L,L]", 4, 16, 4096, True, None, 0.0, ("bias", "B1LL")),
+    ("causal 8k", 2, 16, 8192, True, None, 0.0, None),
+    ("causal 8k softcap 50", 2, 16, 8192, True, None, 50.0, None),
+    ("causal 8k window 4096 softcap 50", 2, 16, 8192, True, (4095, -1), 50.0, None),
 ]
+
+
+def make_mask_tensor(torch, spec, b, h, length, dtype, gen):
+    """A mask of `spec` = (kind, shape letters): a tenth of the keys hidden at random (the first never), bool
+    or additive (N(0, 1) biases, -inf where hidden)."""
+    kind, letters = spec
+    shape = [{"B": b, "H": h, "L": length, "1": 1}[c] for c in letters]
+    hidden = torch.rand(shape, generator=gen, device="cuda") < 0.1
+    hidden[..., 0] = False
+    if kind == "bool":
+        return ~hidden
+    return torch.randn(shape, generator=gen, device="cuda").to(dtype).masked_fill(hidden, float("-inf"))
 
 
 def mask_of(torch, lq, lk, causal, window, device):
@@ -54,13 +77,16 @@ def mask_of(torch, lq, lk, causal, window, device):
     return m
 
 
-def check(torch, out, q, k, v, causal, window, softcap):
+def check(torch, out, q, k, v, causal, window, softcap, tensor=None):
     """max |O - O_math| over a sample of heads and rows (float32 math on the same inputs)."""
     rows = slice(0, q.shape[2], max(1, q.shape[2] // 512))
     qs, ks, vs = q[:1, :2, rows].float(), k[:1, :2].float(), v[:1, :2].float()
     s = (qs @ ks.transpose(-1, -2)) / D ** 0.5
     if softcap:
         s = softcap * torch.tanh(s / softcap)
+    if tensor is not None:
+        t = tensor.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])[:1, :2, rows]
+        s = s.masked_fill(~t, float("-inf")) if t.dtype == torch.bool else s + t.float()
     mask = mask_of(torch, q.shape[2], k.shape[2], causal, window, q.device)[rows]
     s = s.masked_fill(~mask, float("-inf"))
     want = torch.softmax(s, dim=-1).nan_to_num(0.0) @ vs
@@ -92,7 +118,7 @@ def main():
     print(f"{'point':34} {'dtype':5} {'us':>10} {'TFLOP/s':>8} {'vs plain':>9} {'max err':>9} {'flash_attn us':>13}")
     for dtype in dtypes:
         plain_us = {}
-        for name, b, h, length, causal, window, softcap in POINTS:
+        for name, b, h, length, causal, window, softcap, spec in POINTS:
             gen = torch.Generator(device="cuda").manual_seed(0)
             q, k, v = (torch.randn(b, h, length, D, generator=gen, device="cuda").to(dtype) for _ in range(3))
             kw = {"causal": causal, "causal_alignment": "bottom_right"}
@@ -100,11 +126,14 @@ def main():
                 kw["window_size"] = window
             if softcap:
                 kw["softcap"] = softcap
+            tensor = make_mask_tensor(torch, spec, b, h, length, dtype, gen) if spec else None
+            if tensor is not None:
+                kw["attn_mask"] = tensor
             row = {"point": name, "dtype": str(dtype).split(".")[-1], "B": b, "H": h, "L": length, "D": D,
-                   "causal": causal, "window": window, "softcap": softcap}
+                   "causal": causal, "window": window, "softcap": softcap, "mask": list(spec) if spec else None}
             try:
                 out = evosdpa.attention(q, k, v, **kw)
-                row["max_err"] = check(torch, out, q, k, v, causal, window, softcap)
+                row["max_err"] = check(torch, out, q, k, v, causal, window, softcap, tensor)
                 row["pass"] = row["max_err"] <= TOLERANCE
                 failed |= not row["pass"]
                 t = timer.time(lambda: evosdpa.attention(q, k, v, **kw), flush=False)
@@ -112,13 +141,13 @@ def main():
                 flops = 4.0 * b * h * length * length * D / (2 if causal else 1)
                 row["tflops"] = flops / row["us"] / 1e6
                 key = (b, h, length, causal)
-                if window is None and not softcap:
+                if window is None and not softcap and spec is None:
                     plain_us[key] = row["us"]
                 row["vs_plain"] = row["us"] / plain_us[key] if key in plain_us else None
             except Exception as e:  # noqa: BLE001 -- recorded per point
                 row["error"] = first_line(e)
                 failed = True
-            if fa is not None and "error" not in row:
+            if fa is not None and "error" not in row and spec is None:
                 qf, kf, vf = (t.transpose(1, 2) for t in (q, k, v))
                 fkw = {"causal": causal, "window_size": window or (-1, -1), "softcap": softcap}
                 try:
@@ -133,7 +162,7 @@ def main():
                 fa_us = f"{row['flash_attn_us']:.0f}" if "flash_attn_us" in row else "-"
                 print(f"{name:34} {row['dtype']:5} {row['us']:10.1f} {row['tflops']:8.1f} {vs:>9} "
                       f"{row['max_err']:9.2e}{'' if row['pass'] else ' FAIL'} {fa_us:>13}")
-            del q, k, v
+            del q, k, v, tensor
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "results": results}, f, indent=1)

@@ -63,6 +63,11 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.window_left = uses_window(p) ? bound(p.window_left) : 0;
   k.window_right = uses_window(p) ? bound(p.window_right) : 0;
   k.softcap = p.softcap;
+  k.mask = p.mask;
+  k.mask_type = static_cast<evosdpa_mask_type_t>(p.mask_type);
+  k.mask_batch_stride = p.mask_batch_stride;
+  k.mask_head_stride = p.mask_head_stride;
+  k.mask_seq_stride = p.mask_seq_stride;
   k.num_splits = 1;
   k.workspace = nullptr;
   k.cu_seqlens_q = p.cu_seqlens_q;

@@ -1,7 +1,8 @@
 /*
  * evosdpa C ABI: fused scaled-dot-product attention on NVIDIA GPUs, forward and backward.
  *
- *   O = softmax(mask(cap(scale * Q K^T))) V   (cap: optional softcap; mask: causal, sliding window, lengths)
+ *   O = softmax(mask(cap(scale * Q K^T) + bias)) V   (cap: optional softcap; mask: causal, sliding window,
+ *   lengths, a boolean mask tensor; bias: an additive mask tensor)
  *   backward: dQ, dK, dV from Q, K, V, O, dO and the forward's log-sum-exp
  *
  * Tensors are device pointers viewed as [batch, heads, seq, head_dim] with explicit strides in
@@ -28,7 +29,7 @@ extern "C" {
 #endif
 
 #define EVOSDPA_VERSION_MAJOR 0
-#define EVOSDPA_VERSION_MINOR 7
+#define EVOSDPA_VERSION_MINOR 8
 #define EVOSDPA_VERSION_PATCH 0
 
 typedef enum evosdpa_status {
@@ -78,6 +79,13 @@ typedef enum evosdpa_backward_mode {
   EVOSDPA_BACKWARD_DETERMINISTIC = 0,
   EVOSDPA_BACKWARD_FAST = 1
 } evosdpa_backward_mode_t;
+
+/* What a mask tensor's elements are (since 0.8; see "Mask tensors"). */
+typedef enum evosdpa_mask_type {
+  EVOSDPA_MASK_NONE = 0,
+  EVOSDPA_MASK_BOOL = 1,    /* one byte per element, nonzero: the query may see the key */
+  EVOSDPA_MASK_ADDITIVE = 2 /* the inputs' dtype, added to the scaled score; -inf masks */
+} evosdpa_mask_type_t;
 
 /*
  * Arguments of one attention forward call. Fill with evosdpa_params_init() first.
@@ -179,6 +187,12 @@ typedef struct evosdpa_params {
   int64_t window_right;   /* with sliding_window: keys after the diagonal a query sees (>= 0), or -1 for all */
   int32_t sliding_window; /* 0: no window (window_left and window_right must be 0); 1: they apply */
   float softcap;          /* 0: none; c > 0: each scaled score s becomes c * tanh(s / c) before the softmax */
+  /* Since 0.8: a mask tensor (see "Mask tensors" below). */
+  const void* mask;          /* NULL: none; else device [batch|1, heads_q|1, seqlen_q, seqlen_k], keys contiguous */
+  int64_t mask_batch_stride; /* in elements; 0 broadcasts one mask over the batch */
+  int64_t mask_head_stride;  /* in elements; 0 broadcasts over the query heads */
+  int64_t mask_seq_stride;   /* in elements between query rows; 0 broadcasts a key mask over the queries */
+  int32_t mask_type;         /* evosdpa_mask_type_t: NONE (with mask NULL), BOOL or ADDITIVE */
   /* New fields go here, zero meaning off/default (see above). */
 } evosdpa_params_t;
 
@@ -266,6 +280,29 @@ typedef struct evosdpa_params {
  *
  * Served by "wgmma_sm90" (fp16 and bf16 inputs) and "reference"; the others refuse them
  * (NOT_SUPPORTED), as does the backward pass.
+ */
+
+/*
+ * Mask tensors (since 0.8), PyTorch scaled_dot_product_attention's attn_mask.
+ *
+ * mask: element (b, h, i, j), at mask + b * mask_batch_stride + h * mask_head_stride + i * mask_seq_stride
+ *   + j (strides in elements, 0 broadcasting a dimension of size 1: [1, 1, seqlen_q, seqlen_k], a key
+ *   padding mask [batch, 1, 1, seqlen_k] with mask_seq_stride 0, ...), applies to query i of head h and
+ *   key j of batch entry b. mask_type says what the elements are:
+ *   EVOSDPA_MASK_BOOL: one byte each (C bool, torch.bool), nonzero where the query may see the key;
+ *   EVOSDPA_MASK_ADDITIVE: of the inputs' dtype (fp16 or bf16), added to the scaled (and softcapped)
+ *     score before the softmax; -inf masks the key.
+ *   The mask applies on top of the causal mask, the sliding window and the sequence's keys. A row that
+ *   sees no key, or whose every score is -inf, gets O = 0 and lse = -inf (PyTorch's math backend gives
+ *   NaN there; FlashAttention and PyTorch's fused kernels 0). A finite bias such as -65504 (transformers'
+ *   finfo.min) is a bias like any other: the row's softmax runs over its biased scores.
+ * A mask without mask_type, a mask_type without a mask, a mask_type other than these, or a negative
+ *   stride: INVALID_ARGUMENT. Not with FP8 inputs, cu_seqlens_q/k, seqused_k or a page_table, nor in the
+ *   backward (NOT_SUPPORTED). The mask is device memory the kernels read (never written); it may not
+ *   overlap o or lse.
+ * Served by "wgmma_sm90" (fp16 and bf16 inputs; the mask's pointer and its non-zero strides aligned to
+ *   2 elements, since it reads element pairs; no sliding window or softcap with it) and "reference"
+ *   (everything above); the others refuse it (NOT_SUPPORTED).
  */
 
 /*

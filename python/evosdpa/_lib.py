@@ -27,9 +27,10 @@ SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NO_DEVICE, DEVICE, CUDA = range(6)
 DTYPE_FLOAT16, DTYPE_BFLOAT16, DTYPE_FLOAT8_E4M3 = 0, 1, 2
 CAUSAL_NONE, CAUSAL_TOP_LEFT, CAUSAL_BOTTOM_RIGHT = 0, 1, 2
 BACKWARD_DETERMINISTIC, BACKWARD_FAST = 0, 1
+MASK_NONE, MASK_BOOL, MASK_ADDITIVE = 0, 1, 2
 
 # The evosdpa.h whose evosdpa_params_t the Params mirror below copies.
-HEADER_VERSION = "0.7.0"
+HEADER_VERSION = "0.8.0"
 
 
 class Params(ctypes.Structure):
@@ -76,6 +77,10 @@ class Params(ctypes.Structure):
         ("window_right", c_int64),   # with sliding_window: keys after the diagonal, or -1 for all
         ("sliding_window", c_int32),  # 0 none (both bounds 0), 1 the bounds apply
         ("softcap", c_float),  # 0 none; c > 0: scores become c * tanh(s / c)
+        # 0.8: a mask tensor (evosdpa.h "Mask tensors"), PyTorch SDPA's attn_mask
+        ("mask", c_void_p),  # NULL or device [batch|1, heads_q|1, seqlen_q|1, seqlen_k], keys contiguous
+        ("mask_batch_stride", c_int64), ("mask_head_stride", c_int64), ("mask_seq_stride", c_int64),  # elements, 0 broadcasts
+        ("mask_type", c_int32),  # MASK_NONE (mask NULL), MASK_BOOL (bytes, nonzero: seen) or MASK_ADDITIVE (the dtype)
     ]
 
 
@@ -121,7 +126,9 @@ _OPTIONAL_SINCE = {**{name: ("no backward pass", "0.4.0") for name in _BACKWARD_
 # them, for the RuntimeError require_fields() raises when the library is older.
 _FIELDS_SINCE = {"varlen": ("no variable-length batches", "cu_seqlens_q, cu_seqlens_k, total_q, total_k", "0.6.0"),
                  "score_mods": ("no sliding window or softcap", "window_left, window_right, sliding_window, softcap",
-                                "0.7.0")}
+                                "0.7.0"),
+                 "mask": ("no mask tensors", "mask, mask_batch_stride, mask_head_stride, mask_seq_stride, mask_type",
+                          "0.8.0")}
 
 
 def _load():
@@ -178,7 +185,8 @@ def _check_mirror(lib, path):
                           "so the library and the binding come from one source tree")
     if (p.struct_size != size or p.dtype != DTYPE_FLOAT16 or p.causal != CAUSAL_NONE
             or not math.isnan(p.softmax_scale) or p.batch != 0 or p.o_seq_stride != 0
-            or p.backward_mode != BACKWARD_DETERMINISTIC or p.num_splits != 0 or p.total_k != 0 or p.window_left != 0 or p.softcap != 0):
+            or p.backward_mode != BACKWARD_DETERMINISTIC or p.num_splits != 0 or p.total_k != 0 or p.window_left != 0 or p.softcap != 0
+            or p.mask_type != MASK_NONE or p.mask_seq_stride != 0):
         raise ImportError(f"{what} initialises it differently (struct_size {p.struct_size}, dtype {p.dtype}, "
                           f"softmax_scale {p.softmax_scale}, causal {p.causal}): the struct layouts differ; "
                           "rebuild and reinstall the package (`pip install .`) from one source tree")

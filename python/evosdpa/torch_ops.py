@@ -270,12 +270,77 @@ def _set_mods(p, window_left: int, window_right: int, softcap: float) -> None:
     p.softcap = softcap
 
 
+def _check_mask(attn_mask, q, k, layout: str) -> None:
+    """A mask tensor for the op: None, or a 4-D bool or q-dtype tensor on q's device whose dimensions are
+    each 1 (broadcast) or [B, Hq, Lq, Lk]'s; shared by the real and the fake implementation."""
+    if attn_mask is None:
+        return
+    if not isinstance(attn_mask, torch.Tensor):
+        raise TypeError(f"evosdpa: attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
+    if q.dtype == _FP8:
+        raise ValueError("evosdpa: attn_mask takes float16 or bfloat16 inputs, not float8_e4m3fn")
+    if attn_mask.dtype not in (torch.bool, q.dtype):
+        raise TypeError(f"evosdpa: attn_mask must be torch.bool or the inputs' dtype {q.dtype} (an additive mask), "
+                        f"got {attn_mask.dtype}")
+    (b, hq, lq, _), _ = _dims(q, layout)
+    (_, _, lk, _), _ = _dims(k, layout)
+    full = (b, hq, lq, lk)
+    if attn_mask.dim() != 4 or any(m not in (1, n) for m, n in zip(attn_mask.shape, full)):
+        raise ValueError(f"evosdpa: attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to [B, Hq, Lq, Lk] "
+                         f"= {full} (each dimension 1 or the full size)")
+    if attn_mask.device != q.device:
+        raise ValueError(f"evosdpa: attn_mask is on {attn_mask.device}, q on {q.device}")
+
+
+def _kernel_mask(attn_mask, full):
+    """(tensor, (batch, head, seq) strides in elements) of a checked mask as the C ABI reads it: the key
+    dimension materialised with stride 1, broadcast dimensions at stride 0, and the element pairs the Hopper
+    kernel loads aligned (pointer and strides even; else a copy with its rows padded to an even length, so
+    that the call is not left to the slow reference kernel)."""
+    m = attn_mask
+    if m.shape[3] != full[3] or (m.stride(3) != 1 and full[3] > 1):
+        m = m.expand(*m.shape[:3], full[3]).contiguous()  # only the mask's own rows, not the broadcast ones
+    elem = m.element_size()
+    strides = [m.stride(d) if m.shape[d] > 1 else 0 for d in range(3)]
+    if m.data_ptr() % (2 * elem) != 0 or any(st % 2 for st in strides):
+        padded = m.new_empty((*m.shape[:3], full[3] + full[3] % 2))[..., :full[3]]
+        padded.copy_(m)
+        m = padded
+        strides = [m.stride(d) if m.shape[d] > 1 else 0 for d in range(3)]
+    return m, tuple(strides)
+
+
+def _set_mask(p, attn_mask, full) -> torch.Tensor:
+    """The C ABI's mask fields (0.8) for attn_mask (None: none); returns the tensor the call reads, which
+    must stay alive until the launch. A library without them raises RuntimeError."""
+    if attn_mask is None:
+        return None
+    _lib.require_fields("mask")
+    m, (sb, sh, ss) = _kernel_mask(attn_mask, full)
+    p.mask = m.data_ptr()
+    p.mask_type = _lib.MASK_BOOL if m.dtype == torch.bool else _lib.MASK_ADDITIVE
+    p.mask_batch_stride, p.mask_head_stride, p.mask_seq_stride = sb, sh, ss
+    return m
+
+
+def _broadcast_mask(attn_mask, full):
+    """attn_mask (None, or broadcastable to `full` = (B, Hq, Lq, Lk) by PyTorch's rules: at most 4 dimensions,
+    each 1 or the full size, counted from the right) as a 4-D view; ValueError naming the shapes otherwise."""
+    if attn_mask is None or not isinstance(attn_mask, torch.Tensor):
+        return attn_mask
+    if attn_mask.dim() > 4:
+        raise ValueError(f"evosdpa: attn_mask has {attn_mask.dim()} dimensions; it must broadcast to [B, Hq, Lq, Lk] "
+                         f"= {tuple(full)}")
+    return attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
+
+
 @torch.library.custom_op("evosdpa::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int, scale: float,
                   return_lse: bool, layout: str, kernel: str, q_descale: Optional[torch.Tensor] = None,
                   k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
                   out_dtype: Optional[torch.dtype] = None, deterministic: bool = True, window_left: int = -1,
-                  window_right: int = -1, softcap: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
+                  window_right: int = -1, softcap: float = 0.0,
+                  attn_mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """The op: (O, lse); lse is empty unless return_lse. scale: NaN means 1/sqrt(head_dim), any finite value
     (0 included) is used as given, infinity is refused. q, k, v need a contiguous last dimension. FP8
     inputs need the three descales; O is then out_dtype (bfloat16 when None).
@@ -283,15 +348,18 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
     Differentiable in q, k, v (16-bit inputs; see _attention_fwd_backward); lse is not. deterministic is
     the backward pass's mode (the forward ignores it): it is an argument of this op so that autograd, and
     torch.compile's traced backward, carry it from the call to the gradient. window_left, window_right:
-    a sliding window's bounds in keys from the diagonal (-1: none); softcap: 0 or c > 0 (evosdpa.h); both
-    forward-only."""
+    a sliding window's bounds in keys from the diagonal (-1: none); softcap: 0 or c > 0 (evosdpa.h);
+    attn_mask: None, or a bool (True: seen) or additive mask of q's dtype, 4-D with each dimension 1 or
+    [B, Hq, Lq, Lk]'s (evosdpa.h "Mask tensors"); all forward-only."""
     descales = (q_descale, k_descale, v_descale)
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, descales, out_dtype)
     _check_op_scale(scale)
+    _check_mask(attn_mask, q, k, layout)
     out, lse = _outputs(q, layout, return_lse, out_dtype)
     p = _params(q, k, v, out, lse if return_lse else None, causal, scale, layout)
     _set_mods(p, window_left, window_right, softcap)
+    mask = _set_mask(p, attn_mask, (p.batch, p.heads_q, p.seqlen_q, p.seqlen_k))  # noqa: F841 (kept alive)
     if q.dtype == _FP8:
         p.o_dtype = _DTYPES[out.dtype]
         p.q_descale, p.k_descale, p.v_descale = (t.data_ptr() for t in descales)
@@ -306,10 +374,11 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
 @attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel, q_descale=None, k_descale=None,
                         v_descale=None, out_dtype=None, deterministic=True, window_left=-1, window_right=-1,
-                        softcap=0.0):
+                        softcap=0.0, attn_mask=None):
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, (q_descale, k_descale, v_descale), out_dtype)
     _check_op_scale(scale)
+    _check_mask(attn_mask, q, k, layout)
     (b, h, lq, _), _ = _dims(q, layout)
     out = q.new_empty(q.shape, dtype=_out_dtype(q, out_dtype))
     lse = q.new_empty((b, h, lq) if return_lse else (0,), dtype=torch.float32)
@@ -399,7 +468,8 @@ def _attention_fwd_setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.options = (causal, scale, layout, kernel, deterministic)
     ctx.has_lse = return_lse
-    ctx.mods = _has_mods(*mods) if mods else False
+    window_left, window_right, softcap, attn_mask = (list(mods) + [-1, -1, 0.0, None][len(mods):])[:4]
+    ctx.mods = _has_mods(window_left, window_right, softcap) or attn_mask is not None
 
 
 def _attention_fwd_backward(ctx, grad_out, _grad_lse):
@@ -408,15 +478,16 @@ def _attention_fwd_backward(ctx, grad_out, _grad_lse):
     causal, scale, layout, kernel, deterministic = ctx.options
     _refuse_fp8_backward(q)
     if ctx.mods:
-        raise NotImplementedError("evosdpa: no backward pass with a sliding window or softcap (the library's "
-                                  "gradients cover causal masks only); call it under torch.no_grad() for inference")
+        raise NotImplementedError("evosdpa: no backward pass with a sliding window, softcap or attn_mask (the "
+                                  "library's gradients cover causal masks only); call it under torch.no_grad() for "
+                                  "inference")
     if not ctx.has_lse:
         # The op was called without return_lse (attention() and scaled_dot_product_attention() ask for it
         # whenever a gradient is needed): the backward needs the forward's lse, so compute it again.
         _, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal, scale, True, layout, kernel)
     dq, dk, dv = torch.ops.evosdpa.attention_bwd(grad_out, q, k, v, out, lse, causal, scale, layout, kernel,
                                                  deterministic)
-    return (dq, dk, dv) + (None,) * 13  # causal .. softcap
+    return (dq, dk, dv) + (None,) * 14  # causal .. attn_mask
 
 
 torch.library.register_autograd("evosdpa::attention_fwd", _attention_fwd_backward,
@@ -428,7 +499,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
               layout: str = "bhsd", kernel: Optional[str] = None, q_descale: Optional[torch.Tensor] = None,
               k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
               out_dtype: Optional[torch.dtype] = None, deterministic: bool = True,
-              window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0):
+              window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+              attn_mask: Optional[torch.Tensor] = None):
     """Attention on CUDA tensors: softmax(scale * q k^T [+ masks]) v, differentiable in q, k and v.
 
     q: [B, Hq, Lq, D], k and v: [B, Hkv, Lk, D] with layout="bhsd" ([B, L, H, D] with "bshd"); any
@@ -458,6 +530,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     Mistral's window of W keys is causal=True, window_size=(W - 1, -1). softcap=c > 0: scores become
     c * tanh(s / c) before the softmax (Gemma 2). Both forward-only (NotImplementedError on a gradient),
     16-bit inputs, run by wgmma_sm90 (Hopper) and the reference kernel.
+
+    attn_mask: PyTorch SDPA's: a bool tensor (True: the query sees the key) or an additive one (rounded to
+    q's dtype; added to the scaled, softcapped scores; -inf hides a key), broadcastable to [B, Hq, Lq, Lk] (whatever
+    the layout): [Lq, Lk], [B, 1, 1, Lk] (key padding), [B, 1, Lq, Lk], ... Broadcast dimensions are read
+    with stride 0, never copied. Applied on top of causal masks and windows; a query whose every key is
+    hidden gets O = 0 and lse = -inf (PyTorch's math backend gives NaN there). Forward-only, 16-bit
+    inputs; wgmma_sm90 (Hopper) runs it without a window or softcap, the reference kernel always.
     """
     if causal_alignment not in _ALIGNMENTS:
         raise ValueError(f"evosdpa: causal_alignment must be 'top_left' or 'bottom_right', got {causal_alignment!r}")
@@ -470,12 +549,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     _check(q, k, v, layout)
     descales = (q_descale, k_descale, v_descale)
     _check_fp8(q, k, layout, descales, out_dtype)
+    (b, hq, lq, _), _ = _dims(q, layout)
+    attn_mask = _broadcast_mask(attn_mask, (b, hq, lq, _dims(k, layout)[0][2]))
+    if (isinstance(attn_mask, torch.Tensor) and attn_mask.is_floating_point() and q.dtype != _FP8
+            and attn_mask.dtype != q.dtype):
+        attn_mask = attn_mask.to(q.dtype)  # as PyTorch's fused kernels: the bias in the inputs' precision
     causal_code = _ALIGNMENTS[causal_alignment] if causal else _lib.CAUSAL_NONE
     # The backward pass needs the forward's lse: ask for it whenever autograd will record this call.
     needs_lse = return_lse or (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
     out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, op_scale, bool(needs_lse), layout,
                                                kernel or "auto", *descales, out_dtype, bool(deterministic),
-                                               window_left, window_right, softcap)
+                                               window_left, window_right, softcap, attn_mask)
     return (out, lse) if return_lse else out
 
 
@@ -972,13 +1056,15 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     included, as PyTorch accepts. The leading dimensions of key and value must equal the query's (no
     broadcasting); Hkv must equal Hq unless enable_gqa (then Hq is a multiple of Hkv, grouped by
     dimension -3 as PyTorch does). scale: None for 1/sqrt(E), else any finite value, 0 included. A
-    strided last dimension is copied with .contiguous(). Arguments not supported yet raise
-    NotImplementedError naming the argument.
+    strided last dimension is copied with .contiguous(). attn_mask: bool (True: take part) or additive
+    of the query's dtype, broadcastable to (*batch, Hq, L, S) as PyTorch's; not with is_causal (ValueError,
+    as PyTorch). A query whose every key is masked gets 0 (PyTorch's math backend: NaN). Arguments not
+    supported yet raise NotImplementedError naming the argument.
 
     Differentiable in query, key and value, always with the deterministic backward pass (bitwise
     identical gradients from run to run); evosdpa.attention(deterministic=False) has the faster one."""
-    if attn_mask is not None:
-        raise NotImplementedError("evosdpa.scaled_dot_product_attention: attn_mask is not supported yet")
+    if attn_mask is not None and is_causal:
+        raise ValueError("evosdpa: an explicit attn_mask cannot be combined with is_causal=True (as in PyTorch)")
     if dropout_p != 0.0:
         raise NotImplementedError("evosdpa.scaled_dot_product_attention: dropout_p != 0 is not supported yet")
     for name, t in (("query", query), ("key", key), ("value", value)):
@@ -1009,6 +1095,13 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
             return t.reshape(1, 1, *t.shape)  # (L, E) -> (1, 1, L, E): a view
         return t.reshape(b, *t.shape[-3:])  # a view where the batch dims allow it, a copy otherwise
 
+    if isinstance(attn_mask, torch.Tensor) and query.dim() > 4:
+        if attn_mask.dim() > query.dim():
+            raise ValueError(f"evosdpa: attn_mask of shape {tuple(attn_mask.shape)} has more dimensions than the "
+                             f"query {tuple(query.shape)}")
+        # Several batch dimensions: broadcast over them, then flatten them as the inputs are.
+        attn_mask = attn_mask.expand(*batch, *attn_mask.shape[-3:]) if attn_mask.dim() >= 3 else attn_mask
+        attn_mask = attn_mask.reshape(b, *attn_mask.shape[-3:]) if attn_mask.dim() > 4 else attn_mask
     out = attention(as_bhsd(query), as_bhsd(key), as_bhsd(value), causal=is_causal, causal_alignment="top_left",
-                    scale=scale, layout="bhsd")
+                    scale=scale, layout="bhsd", attn_mask=attn_mask)
     return out.reshape(query.shape)

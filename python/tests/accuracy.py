@@ -88,16 +88,19 @@ def _visible(q, k, causal, alignment, mask):
     return visible if mask is None else visible & mask
 
 
-def _scores64(q, k, causal, alignment, scale, mask=None, softcap=0.0):
+def _scores64(q, k, causal, alignment, scale, mask=None, softcap=0.0, bias=None):
     s = _cap((q.double() @ k.double().transpose(-1, -2)) * effective_scale(scale, q.shape[-1]), softcap)
+    if bias is not None:
+        s = s + bias.double()
     return s.masked_fill(~_visible(q, k, causal, alignment, mask), float("-inf"))
 
 
-def reference(q, k, v, causal=False, alignment="top_left", scale=None, mask=None, softcap=0.0):
+def reference(q, k, v, causal=False, alignment="top_left", scale=None, mask=None, softcap=0.0, bias=None):
     """float64 (O, lse). A row with no visible key gets O = 0 and lse = -inf. mask: an extra boolean mask
-    (True: visible), softcap: c > 0 caps the scaled scores to c * tanh(s / c) before the masks."""
+    (True: visible), softcap: c > 0 caps the scaled scores to c * tanh(s / c) before the masks; bias: an
+    additive mask broadcastable to the scores, added after the cap (-inf hides a key)."""
     k, v = _expand_heads(q, k, v)
-    s = _scores64(q, k, causal, alignment, scale, mask, softcap)
+    s = _scores64(q, k, causal, alignment, scale, mask, softcap, bias)
     lse = torch.logsumexp(s, dim=-1)
     p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
     return p @ v.double(), lse
@@ -113,7 +116,8 @@ def dequantize(x8, descale):
     return x * descale.reshape(())
 
 
-def baseline(q, k, v, causal=False, alignment="top_left", scale=None, out_dtype=None, mask=None, softcap=0.0):
+def baseline(q, k, v, causal=False, alignment="top_left", scale=None, out_dtype=None, mask=None, softcap=0.0,
+             bias=None):
     """The plain fused computation in q.dtype (see the module docstring): the error yardstick. With
     out_dtype (FP8 inputs), q, k, v are the real float32 inputs and P is rounded to E4M3."""
     fp8 = out_dtype is not None
@@ -124,6 +128,8 @@ def baseline(q, k, v, causal=False, alignment="top_left", scale=None, out_dtype=
     # S in float32: the exact products of dtype values summed and rounded once, then scaled in float32.
     s = (q.double() @ k.double().transpose(-1, -2)).float() * effective_scale(scale, q.shape[-1])
     s = _cap(s.double(), softcap).float()  # the capped float32 score, rounded once
+    if bias is not None:
+        s = s + bias.float()
     s = s.masked_fill(~_visible(q, k, causal, alignment, mask), float("-inf"))
     m = s.amax(dim=-1, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # no visible key: P = exp(-inf) = 0
@@ -148,14 +154,14 @@ def max_abs_error(got, want):
 
 
 def check_attention(out, q, k, v, *, causal=False, alignment="top_left", scale=None, lse=None, rng=None, what="",
-                    descales=None, mask=None, softcap=0.0):
+                    descales=None, mask=None, softcap=0.0, bias=None):
     """Assert that `out` (and `lse`, when given) meet the accuracy rule for attention of q, k, v.
 
     q, k, v, out: (..., H, L, E) (BHSD-ordered views) or (L, E); lse: (..., H, Lq) float32. `rng` (the
     test's Rng) puts the seed to replay the inputs in the failure message. descales: (q, k, v) descales
     of float8_e4m3fn inputs. mask: an extra boolean mask of visible keys ([Lq, Lk], or broadcastable to
-    the scores), and'ed with the causal one; softcap: c > 0 caps the scaled scores (c * tanh(s / c)).
-    Returns (error, tolerance).
+    the scores), and'ed with the causal one; softcap: c > 0 caps the scaled scores (c * tanh(s / c));
+    bias: an additive mask broadcastable to the scores. Returns (error, tolerance).
     """
     where = f"{what}: " if what else ""
     replay = f" [inputs from {rng!r}]" if rng is not None else ""
@@ -163,11 +169,11 @@ def check_attention(out, q, k, v, *, causal=False, alignment="top_left", scale=N
     out_dtype = out.dtype if descales is not None else None
     if descales is not None:
         q, k, v = (dequantize(t, d) for t, d in zip((q, k, v), descales))
-    ref_o, ref_lse = reference(q, k, v, causal, alignment, scale, mask, softcap)
+    ref_o, ref_lse = reference(q, k, v, causal, alignment, scale, mask, softcap, bias)
     want_dtype = out_dtype or q.dtype
     assert out.shape == ref_o.shape and out.dtype == want_dtype, (
         f"{where}O is {tuple(out.shape)} {out.dtype}, expected {tuple(ref_o.shape)} {want_dtype}{replay}")
-    base_err = max_abs_error(baseline(q, k, v, causal, alignment, scale, out_dtype, mask, softcap), ref_o)
+    base_err = max_abs_error(baseline(q, k, v, causal, alignment, scale, out_dtype, mask, softcap, bias), ref_o)
     magnitude = ref_o.abs().max().item() if ref_o.numel() else 0.0
     tol = _lib.output_tolerance(code, base_err, magnitude)
     err = max_abs_error(out, ref_o)

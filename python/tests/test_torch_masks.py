@@ -129,7 +129,7 @@ def test_kernels_without_them_refuse(rng):
 def test_no_backward_pass(rng):
     q = rng.randn(1, 2, 64, 64, dtype=torch.float16).requires_grad_()
     out = evosdpa.attention(q, q.detach(), q.detach(), window_size=(8, 0))
-    with pytest.raises(NotImplementedError, match="sliding window or softcap"):
+    with pytest.raises(NotImplementedError, match="sliding window, softcap or attn_mask"):
         out.sum().backward()
 
 

@@ -65,6 +65,24 @@ bool Shape::visible(int64_t i, int64_t j) const {
 
 double Shape::cap(double x) const { return softcap > 0 ? softcap * std::tanh(x / softcap) : x; }
 
+int64_t Shape::mask_elems() const {
+  if (mask_type == EVOSDPA_MASK_NONE) return 0;
+  return (mask_batch ? batch : 1) * (mask_heads ? heads_q : 1) * (mask_rows ? seqlen_q : 1) * seqlen_k;
+}
+
+size_t Shape::mask_index(int64_t b, int64_t h, int64_t i, int64_t j) const {
+  const int64_t hs = mask_heads ? heads_q : 1, rs = mask_rows ? seqlen_q : 1;
+  return static_cast<size_t>(
+      (((mask_batch ? b : 0) * hs + (mask_heads ? h : 0)) * rs + (mask_rows ? i : 0)) * seqlen_k + j);
+}
+
+double Inputs::mask_bias(const Shape& s, int64_t b, int64_t h, int64_t i, int64_t j) const {
+  if (s.mask_type == EVOSDPA_MASK_NONE) return 0.0;
+  const float x = mask[s.mask_index(b, h, i, j)];
+  if (s.mask_type == EVOSDPA_MASK_BOOL) return x != 0.f ? 0.0 : -std::numeric_limits<double>::infinity();
+  return x;
+}
+
 namespace {
 
 // Quantise a BHSD tensor of `heads` heads to E4M3 in place (x becomes its real value, code * descale),
@@ -110,6 +128,23 @@ Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uin
   fill(in.q, s.q_elems(), qk_sigma);
   fill(in.k, s.kv_elems(), qk_sigma);
   fill(in.v, s.kv_elems(), 1.0);
+  if (s.mask_type != EVOSDPA_MASK_NONE) {
+    std::mt19937_64 mask_rng(seed ^ 0x6d61736b6d61736bull);
+    std::uniform_real_distribution<float> u(0.f, 1.f);
+    std::normal_distribution<float> bias(0.f, 2.f);
+    in.mask.resize(static_cast<size_t>(s.mask_elems()));
+    for (int64_t b = 0; b < (s.mask_batch ? s.batch : 1); ++b)
+      for (int64_t h = 0; h < (s.mask_heads ? s.heads_q : 1); ++h)
+        for (int64_t i = 0; i < (s.mask_rows ? s.seqlen_q : 1); ++i) {
+          const bool empty_row = s.mask_rows ? i % 53 == 11 : b == 1;
+          for (int64_t j = 0; j < s.seqlen_k; ++j) {
+            const bool hidden = empty_row || u(mask_rng) < 0.25f;
+            const float inf = std::numeric_limits<float>::infinity();
+            in.mask[s.mask_index(b, h, i, j)] = s.mask_type == EVOSDPA_MASK_BOOL ? (hidden ? 0.f : 1.f)
+                                                : hidden ? -inf : round_to(dtype, bias(mask_rng));
+          }
+        }
+  }
   if (is_fp8 && s.heads_kv > 0) {
     quantize_e4m3(in.q, in.q8, in.q_descale, s, s.heads_q, s.seqlen_q, fp8.per_head);
     quantize_e4m3(in.k, in.k8, in.k_descale, s, s.heads_kv, s.seqlen_k, fp8.per_head);

@@ -32,6 +32,10 @@ struct Shape {
   bool sliding_window = false;
   int64_t window_left = -1, window_right = -1;
   double softcap = 0;
+  // A mask tensor (evosdpa.h "Mask tensors"): its elements' type (NONE: none), and which dimensions it has
+  // of its own; one it lacks has size 1 and is broadcast (stride 0): a key padding mask has the batch only.
+  evosdpa_mask_type_t mask_type = EVOSDPA_MASK_NONE;
+  bool mask_batch = true, mask_heads = true, mask_rows = true;
   // The scale the library applies: the float the C ABI receives (softmax_scale is a float), as a double.
   double effective_scale() const;
   int64_t q_elems() const { return batch * heads_q * seqlen_q * head_dim; }
@@ -41,6 +45,10 @@ struct Shape {
   bool visible(int64_t i, int64_t j) const;
   // A scaled score after the softcap: softcap * tanh(x / softcap), or x without one.
   double cap(double x) const;
+  // The mask tensor's own sizes [batch|1, heads_q|1, seqlen_q|1, seqlen_k], and the index of element
+  // (b, h, i, j) in its dense host copy (Inputs::mask), the broadcast dimensions taken at 0.
+  int64_t mask_elems() const;
+  size_t mask_index(int64_t b, int64_t h, int64_t i, int64_t j) const;
 };
 
 // Inputs in float, BHSD: the exact dtype values (already rounded), or with FP8 inputs the real values,
@@ -52,6 +60,11 @@ struct Inputs {
   std::vector<uint8_t> q8, k8, v8;
   std::vector<float> q_descale, k_descale, v_descale;
   bool per_head_scales() const { return q_descale.size() > 1; }
+  // With a mask tensor, its dense copy (Shape::mask_index): 1 or 0 (BOOL), or the bias, a dtype value or
+  // -inf (ADDITIVE).
+  std::vector<float> mask;
+  // What the mask does to the score of query i of head h and key j: 0, -inf, or the bias.
+  double mask_bias(const Shape& s, int64_t b, int64_t h, int64_t i, int64_t j) const;
 };
 
 // How FP8 inputs are quantised and what such a call outputs; ignored for 16-bit inputs (whose O has
@@ -62,7 +75,10 @@ struct Fp8Setup {
 };
 
 // Fresh normal inputs rounded to dtype: Q and K with standard deviation `qk_sigma` (large values stress
-// the online softmax), V standard normal. `seed` makes a run reproducible. FP8: each tensor (or each
+// the online softmax), V standard normal. A mask tensor (its own random stream, so the inputs of a case
+// do not depend on it) hides a quarter of the keys at random and every key of some rows (query rows
+// i % 53 == 11, or with a key mask batch entry 1): those rows get O = 0. Its biases are normal with
+// standard deviation 2, rounded to dtype. `seed` makes a run reproducible. FP8: each tensor (or each
 // (batch, K/V head) slice) is scaled so that its largest magnitude maps to 448, E4M3's largest value
 // (descale = amax / 448, PyTorch's and FlashAttention-3's recipe), and rounded to E4M3.
 Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uint64_t seed, Fp8Setup fp8 = {});

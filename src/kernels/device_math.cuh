@@ -30,6 +30,20 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// The inverse: the two 16-bit values of a register as floats (exact), lo first.
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t bits);
+
+template <>
+__device__ __forceinline__ float2 unpack2<__half>(uint32_t bits) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+}
+
+template <>
+__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t bits) {
+  return make_float2(__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u));  // bf16: fp32's top half
+}
+
 // 2^x on the special-function unit; 2^-inf = 0, which masked scores rely on.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

@@ -77,6 +77,12 @@ struct KernelParams {
   bool sliding_window;
   int window_left, window_right;
   float softcap;
+  // A mask tensor (evosdpa.h "Mask tensors"): nullptr, or element (b, h, i, j) at b * mask_batch_stride +
+  // h * mask_head_stride + i * mask_seq_stride + j of mask_type's elements (a byte, or the inputs' dtype).
+  // Read only by kernels instantiated with it (ScoreMods::kMask); nullptr and NONE otherwise.
+  const void* mask;
+  evosdpa_mask_type_t mask_type;
+  int64_t mask_batch_stride, mask_head_stride, mask_seq_stride;
 };
 
 }  // namespace evosdpa::detail

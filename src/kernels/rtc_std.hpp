@@ -12,6 +12,7 @@ using cuda::std::size_t;
 using cuda::std::uint16_t;
 using cuda::std::uint32_t;
 using cuda::std::uint64_t;
+using cuda::std::uint8_t;
 using cuda::std::uintptr_t;
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)

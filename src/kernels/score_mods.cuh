@@ -1,5 +1,5 @@
-// Score modifiers as compile-time features of a kernel (evosdpa.h, "Sliding window and softcap"): a
-// kernel instantiated without one carries no code and no branch for it in its loops.
+// Score modifiers as compile-time features of a kernel (evosdpa.h, "Sliding window and softcap", "Mask
+// tensors"): a kernel instantiated without one carries no code and no branch for it in its loops.
 #pragma once
 
 #include "kernels/device_math.cuh"
@@ -7,19 +7,28 @@
 
 namespace evosdpa::detail {
 
-template <bool kWindowOn, bool kSoftcapOn>
+// What a kernel does with a mask tensor (evosdpa.h, "Mask tensors"): nothing, drop the scores whose
+// byte is 0, or add the inputs'-dtype bias to them.
+enum class MaskKind { kNone, kBool, kAdditive };
+
+template <bool kWindowOn, bool kSoftcapOn, MaskKind kMaskKind = MaskKind::kNone>
 struct ScoreMods {
   // Sliding window: a row sees keys diagonal - window_left .. diagonal + window_right (KernelParams);
   // work items skip the tiles before their first row's window, and the window's edges are masked.
   static constexpr bool kWindow = kWindowOn;
   // Softcap: every scaled score s becomes c * tanh(s / c) before the masks and the softmax.
   static constexpr bool kSoftcap = kSoftcapOn;
+  // Mask tensor: each score's element read per tile and applied after the softcap, before the masks.
+  static constexpr MaskKind kMask = kMaskKind;
 };
 using NoMods = ScoreMods<false, false>;
 
-// Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap).
+// Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type).
+// A mask tensor comes alone (the families' supports()): its kernels have no window or softcap.
 template <typename F>
 decltype(auto) with_score_mods(const KernelParams& p, F&& f) {
+  if (p.mask_type == EVOSDPA_MASK_BOOL) return f(ScoreMods<false, false, MaskKind::kBool>{});
+  if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return f(ScoreMods<false, false, MaskKind::kAdditive>{});
   if (p.sliding_window) {
     if (p.softcap > 0.f) return f(ScoreMods<true, true>{});
     return f(ScoreMods<true, false>{});

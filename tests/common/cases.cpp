@@ -30,6 +30,14 @@ Shape with_mods(Shape s, int64_t window_left, int64_t window_right, double softc
   return s;
 }
 
+Shape with_mask(Shape s, evosdpa_mask_type_t type, bool batch, bool heads, bool rows) {
+  s.mask_type = type;
+  s.mask_batch = batch;
+  s.mask_heads = heads;
+  s.mask_rows = rows;
+  return s;
+}
+
 namespace {
 const char* causal_name(evosdpa_causal_t c) {
   return c == EVOSDPA_CAUSAL_NONE ? "full" : c == EVOSDPA_CAUSAL_TOP_LEFT ? "topleft" : "bottomright";
@@ -48,6 +56,9 @@ std::string describe(const KCase& c) {
   const auto bound = [](int64_t w) { return w < 0 ? std::string("inf") : std::to_string(w); };
   if (c.s.sliding_window) o << "_window" << bound(c.s.window_left) << "_" << bound(c.s.window_right);
   if (c.s.softcap > 0) o << "_softcap" << static_cast<int>(c.s.softcap);
+  if (c.s.mask_type != EVOSDPA_MASK_NONE)
+    o << (c.s.mask_type == EVOSDPA_MASK_BOOL ? "_boolmask" : "_biasmask") << (c.s.mask_batch ? "B" : "1")
+      << (c.s.mask_heads ? "H" : "1") << (c.s.mask_rows ? "Q" : "1") << "K";
   if (c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)
     o << "_o" << evosdpa::host::dtype_name(c.fp8.o_dtype) << (c.fp8.per_head ? "_perhead" : "_pertensor");
   return o.str();
@@ -163,6 +174,17 @@ std::vector<KCase> mask_cases() {
       cases.push_back({"biggrid", with_mods(shape(4, 16, 16, 1500, 1500, d, TL), 300, -1), dt, Layout::Padded, 1.0,
                        true, 31});
       cases.push_back({"biggrid", with_mods(shape(4, 16, 8, 1100, 1300, d, F), 200, 200, 30), dt, L, 3.0, true, 29});
+      // Mask tensors: full [B, H, Lq, Lk] (GQA, an odd Lk), per batch [B, 1, Lq, Lk] and shared [1, 1, Lq, Lk]
+      // with each causal mask (Lq > Lk: rows that see no key), a key padding mask [B, 1, 1, Lk] (batch
+      // entry 1 sees no key), a negative scale, and a grid of several items per CTA.
+      const auto BOOL = EVOSDPA_MASK_BOOL, ADD = EVOSDPA_MASK_ADDITIVE;
+      cases.push_back({"mask", with_mask(shape(2, 4, 2, 333, 517, d, F), BOOL), dt});
+      cases.push_back({"mask", with_mask(shape(2, 4, 4, 300, 300, d, TL), ADD, true, false), dt, L, 2.0});
+      cases.push_back({"mask", with_mask(shape(1, 2, 2, 200, 700, d, BR), ADD, false, false), dt, Layout::BSHD});
+      cases.push_back({"mask", with_mask(shape(1, 2, 2, 700, 300, d, BR), BOOL, false, true), dt});
+      cases.push_back({"keypad", with_mask(shape(3, 2, 2, 257, 1000, d, F), BOOL, true, false, false), dt});
+      cases.push_back({"mask", with_mask(shape(1, 2, 2, 129, 129, d, F, -0.2), ADD), dt, Layout::Padded});
+      cases.push_back({"biggrid", with_mask(shape(4, 16, 16, 1100, 1100, d, TL), ADD, true, false), dt, L, 1.0, true, 29});
     }
   return cases;
 }

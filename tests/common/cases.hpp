@@ -37,13 +37,20 @@ evosdpa::host::Shape shape(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64
 // (0: none).
 evosdpa::host::Shape with_mods(evosdpa::host::Shape s, int64_t window_left, int64_t window_right, double softcap = 0);
 
+// `s` with a mask tensor of `type`, with or without its own batch, head and query-row dimensions (a key
+// padding mask has the batch only).
+evosdpa::host::Shape with_mask(evosdpa::host::Shape s, evosdpa_mask_type_t type, bool batch = true, bool heads = true,
+                               bool rows = true);
+
 // A unique, test-name-safe description of a case.
 std::string describe(const KCase& c);
 
 std::vector<KCase> all_cases();
 // Sliding windows (sizes 0, 1, odd, larger than the sequence; each side alone and both; with each causal
 // alignment and none) and softcaps (30, 50, with scores large enough to be capped), alone and together,
-// 16-bit inputs: the cases of the kernels that have them (evosdpa.h, "Sliding window and softcap").
+// 16-bit inputs: the cases of the kernels that have them (evosdpa.h, "Sliding window and softcap"). And
+// mask tensors (evosdpa.h, "Mask tensors"): boolean and additive, each dimension broadcast or not (a key
+// padding mask among them), rows and a batch entry that see no key, with each causal mask, GQA, BSHD.
 std::vector<KCase> mask_cases();
 
 // GoogleTest prints a parameter with this (instead of its bytes).

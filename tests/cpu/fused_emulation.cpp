@@ -55,23 +55,30 @@ void for_checked_rows(const Shape& s, int64_t row_step, F body) {
   for (auto& t : pool) t.join();
 }
 
+// The mask tensor's effect on key j of a row (0 without one); with MaskShifted planted, read one key over.
+double row_mask_bias(const Shape& s, const Expected& e, int64_t row, int64_t j, Bug bug = Bug::None) {
+  if (bug == Bug::MaskShifted) j = j + 1 < s.seqlen_k ? j + 1 : j - 1;
+  return e.in.mask_bias(s, row / (s.heads_q * s.seqlen_q), row / s.seqlen_q % s.heads_q, row % s.seqlen_q, j);
+}
+
 // Exact softmax weights of one row over the keys `sees` admits (0 for the others).
 template <typename Sees>
 std::vector<double> weights(const Shape& s, const Expected& e, int64_t row, Sees sees) {
-  std::vector<double> w(static_cast<size_t>(s.seqlen_k), 0.0);
-  double mx = -std::numeric_limits<double>::infinity();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<double> w(static_cast<size_t>(s.seqlen_k), -kInf);
+  double mx = -kInf;
   const float* q = q_row(s, e, row);
   for (int64_t j = 0; j < s.seqlen_k; ++j) {
     if (!sees(j)) continue;
     double dot = 0;
     const float* k = kv_row(s, e.in.k, row, j);
     for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[d]) * k[d];
-    w[static_cast<size_t>(j)] = s.cap(dot * s.effective_scale());
+    w[static_cast<size_t>(j)] = s.cap(dot * s.effective_scale()) + row_mask_bias(s, e, row, j);
     mx = std::max(mx, w[static_cast<size_t>(j)]);
   }
   double sum = 0;
   for (int64_t j = 0; j < s.seqlen_k; ++j)
-    w[static_cast<size_t>(j)] = sees(j) ? std::exp(w[static_cast<size_t>(j)] - mx) : 0.0, sum += w[static_cast<size_t>(j)];
+    w[static_cast<size_t>(j)] = mx > -kInf ? std::exp(w[static_cast<size_t>(j)] - mx) : 0.0, sum += w[static_cast<size_t>(j)];
   for (double& x : w) x = sum > 0 ? x / sum : 0.0;
   return w;
 }
@@ -95,6 +102,7 @@ const char* bug_name(Bug b) {
     case Bug::Scale2Pct: return "scale_2pct";
     case Bug::RowMaskOffBy1: return "row_mask_off_by_one";
     case Bug::KeyDropped: return "key_dropped";
+    case Bug::MaskShifted: return "mask_shifted";
   }
   return "?";
 }
@@ -169,6 +177,7 @@ Output run(const Shape& s, evosdpa_dtype_t dtype, const Expected& e, Bug bug, Si
           float dot = 0.f;
           for (int64_t d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
           x = s.softcap > 0 ? static_cast<float>(s.cap(static_cast<double>(dot * scale))) * kLog2e : dot * scale_log2;
+          x += static_cast<float>(row_mask_bias(s, e, r, key0 + jj, bug)) * kLog2e;
         }
         t[static_cast<size_t>(jj)] = x;
         m_new = std::max(m_new, x);

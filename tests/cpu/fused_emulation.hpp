@@ -17,9 +17,11 @@ enum class Bug {
   Scale2Pct,     // softmax scale 2% too large
   RowMaskOffBy1, // one query row's mask limit off by one (sees one key too many, or one too few)
   KeyDropped,    // one key skipped by every row
+  MaskShifted,   // the mask tensor read one key over (key j + 1's element for key j; the last key's j - 1)
 };
 const char* bug_name(Bug b);
-inline constexpr Bug kBugs[] = {Bug::HalfRescale, Bug::Scale2Pct, Bug::RowMaskOffBy1, Bug::KeyDropped};
+inline constexpr Bug kBugs[] = {Bug::HalfRescale, Bug::Scale2Pct, Bug::RowMaskOffBy1, Bug::KeyDropped,
+                                Bug::MaskShifted};
 
 // Where a bug sits: the query row (b * Hq + h) * Lq + i of RowMaskOffBy1, the key of KeyDropped.
 struct Site {

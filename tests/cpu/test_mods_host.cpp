@@ -1,5 +1,5 @@
-// Sliding window and softcap (evosdpa.h, "Sliding window and softcap") on the host: the fields' rules,
-// which kernels run them (on made-up devices), and the Hopper family's row choice for them.
+// Sliding window, softcap and mask tensors (evosdpa.h, "Sliding window and softcap", "Mask tensors") on
+// the host: the fields' rules, what the kernels receive, and the Hopper family's row choice for them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,6 +76,72 @@ TEST(ScoreMods, KernelParamsCarryTheWindowAndItsDiagonal) {
   EXPECT_FALSE(k.sliding_window);
   EXPECT_EQ(k.causal_offset, 0);
   EXPECT_EQ(k.softcap, 0.f);
+}
+
+evosdpa_params_t with_mask(evosdpa_mask_type_t type) {
+  auto p = valid_params();  // [2, 8, 512, 512]
+  p.mask = reinterpret_cast<const void*>(uintptr_t{0x50000000});
+  p.mask_type = type;
+  p.mask_batch_stride = 512 * 512;  // [B, 1, Lq, Lk]: shared by the heads
+  p.mask_head_stride = 0;
+  p.mask_seq_stride = 512;
+  return p;
+}
+
+TEST(MaskTensor, ValidFieldsPassAndReachTheKernels) {
+  for (auto type : {EVOSDPA_MASK_BOOL, EVOSDPA_MASK_ADDITIVE}) {
+    auto p = with_mask(type);
+    EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+    const KernelParams k = make_kernel_params(p);
+    EXPECT_EQ(k.mask, p.mask);
+    EXPECT_EQ(k.mask_type, type);
+    EXPECT_EQ(k.mask_batch_stride, 512 * 512);
+    EXPECT_EQ(k.mask_head_stride, 0);
+    EXPECT_EQ(k.mask_seq_stride, 512);
+    p.mask_seq_stride = 0;  // a key mask broadcast over the queries
+    EXPECT_TRUE(validate_params(p).ok());
+  }
+  auto p = valid_params();
+  EXPECT_EQ(make_kernel_params(p).mask, nullptr);
+  EXPECT_EQ(make_kernel_params(p).mask_type, EVOSDPA_MASK_NONE);
+  p.seqlen_k = 0;  // no element: no pointer needed
+  p.mask_type = EVOSDPA_MASK_BOOL;
+  EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+}
+
+TEST(MaskTensor, BadFieldsAreRefusedByName) {
+  const auto refused = [](const evosdpa_params_t& p, evosdpa_status_t status, const std::string& word) {
+    const Check c = validate_params(p);
+    EXPECT_EQ(c.status, status) << c.message;
+    EXPECT_NE(c.message.find(word), std::string::npos) << c.message;
+  };
+  auto p = with_mask(EVOSDPA_MASK_BOOL);
+  p.mask_type = EVOSDPA_MASK_NONE;  // a mask without its type: never silently ignored
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "mask_type");
+  p = with_mask(EVOSDPA_MASK_BOOL);
+  p.mask = nullptr;
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "mask is a null pointer");
+  p = with_mask(static_cast<evosdpa_mask_type_t>(3));
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "mask_type 3");
+  p = with_mask(EVOSDPA_MASK_ADDITIVE);
+  p.mask_head_stride = -1;
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "mask head stride");
+  p = with_mask(EVOSDPA_MASK_ADDITIVE);
+  p.mask = reinterpret_cast<const void*>(uintptr_t{0x50000001});  // fp16 elements at an odd address
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "mask is not aligned");
+  p = valid_params();
+  p.mask_seq_stride = 64;
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "without a mask");
+  p = with_mask(EVOSDPA_MASK_ADDITIVE);
+  p.o = const_cast<void*>(p.mask);  // the output written over the mask
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "mask");
+  p = with_mask(EVOSDPA_MASK_BOOL);
+  p.seqused_k = reinterpret_cast<const int32_t*>(uintptr_t{0x60000000});
+  refused(p, EVOSDPA_ERROR_NOT_SUPPORTED, "mask tensor");
+  p = with_mask(EVOSDPA_MASK_BOOL);
+  p.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
+  p.q_descale = p.k_descale = p.v_descale = reinterpret_cast<const float*>(uintptr_t{0x70000000});
+  refused(p, EVOSDPA_ERROR_NOT_SUPPORTED, "FP8");
 }
 
 TEST(ScoreMods, HopperTakesItsTwoConsumerRowsUnsplit) {

@@ -67,6 +67,39 @@ TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
   }
 }
 
+// A mask tensor (evosdpa.h): the same, and on Hopper the reference kernel for what wgmma_sm90 does not
+// take: a mask not aligned to an element pair, a mask with a window.
+TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
+  auto p = valid_params();
+  p.mask = reinterpret_cast<const void*>(uintptr_t{0x50000000});
+  p.mask_type = EVOSDPA_MASK_ADDITIVE;
+  p.mask_seq_stride = 512;
+  DeviceInfo h100 = device(9, 0);
+  h100.sm_count = 132;
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
+    for (const char* k : {"mma_sm80", "splitkv_sm80", "mma_fp8_sm89"}) {  // the last refuses fp16 first
+      const Selection s = select_any_arch(p, dev, k);
+      EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << ": " << s.check.message;
+      if (std::string(k) != "mma_fp8_sm89") EXPECT_NE(s.check.message.find("mask"), std::string::npos) << s.check.message;
+    }
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "reference");
+  }
+  auto odd = p;
+  odd.mask_seq_stride = 513;  // rows one element apart from pairs
+  EXPECT_EQ(name_of(select_any_arch(odd, h100, "auto")), "reference");
+  EXPECT_EQ(select_any_arch(odd, h100, "wgmma_sm90").check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  auto windowed = p;
+  windowed.sliding_window = 1;
+  windowed.window_left = 64;
+  EXPECT_EQ(name_of(select_any_arch(windowed, h100, "auto")), "reference");
+  auto bools = p;  // bytes: a pair is 2-byte aligned
+  bools.mask_type = EVOSDPA_MASK_BOOL;
+  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000002});
+  EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "wgmma_sm90");
+  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000001});
+  EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "reference");
+}
+
 TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
     for (int64_t d : {64, 128}) {

@@ -45,6 +45,12 @@ void set_shape(evosdpa_params_t& p, const evosdpa::host::Shape& s, evosdpa_dtype
   p.softcap = static_cast<float>(s.softcap);
 }
 
+Strides mask_strides(const evosdpa::host::Shape& s) {
+  const int64_t row = (s.seqlen_k + 1) / 2 * 2 + 16, head = (s.mask_rows ? s.seqlen_q : 1) * row + 32;
+  const int64_t batch = (s.mask_heads ? s.heads_q : 1) * head;
+  return {s.mask_batch ? batch : 0, s.mask_heads ? head : 0, s.mask_rows ? row : 0};
+}
+
 Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim) {
   switch (l) {
     case Layout::BHSD: return {heads * seqlen * head_dim, seqlen * head_dim, head_dim};
@@ -156,6 +162,33 @@ DeviceProblem::DeviceProblem(const Shape& s, evosdpa_dtype_t dtype, Layout layou
   params_.o = o_.ptr;
   params_.lse = with_lse ? static_cast<float*>(lse_.ptr) : nullptr;
   set_shape(params_, s, dtype);
+  if (s.mask_type != EVOSDPA_MASK_NONE) {
+    // Element (b, h, i, j) at the padded strides; the padding holds values no correct read uses.
+    const Strides ms = mask_strides(s);
+    const int64_t nb = s.mask_batch ? s.batch : 1, nh = s.mask_heads ? s.heads_q : 1, nr = s.mask_rows ? s.seqlen_q : 1;
+    const int64_t elems = (nb - 1) * ms.batch + (nh - 1) * ms.head + (nr - 1) * ms.seq + s.seqlen_k + 64;
+    const bool is_bool = s.mask_type == EVOSDPA_MASK_BOOL;
+    std::vector<uint8_t> bytes(static_cast<size_t>(elems));
+    std::vector<uint16_t> halves(static_cast<size_t>(elems), evosdpa::host::encode(dtype, 1000.f));
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t h = 0; h < nh; ++h)
+        for (int64_t i = 0; i < nr; ++i)
+          for (int64_t j = 0; j < s.seqlen_k; ++j) {
+            const size_t at = static_cast<size_t>(b * ms.batch + h * ms.head + i * ms.seq + j);
+            const float x = in.mask[s.mask_index(b, h, i, j)];
+            if (is_bool) bytes[at] = x != 0.f ? 1 : 0;
+            else halves[at] = evosdpa::host::encode(dtype, x);
+          }
+    mask_ = DeviceBuffer(static_cast<size_t>(elems) * (is_bool ? 1 : 2));
+    const void* src = is_bool ? static_cast<const void*>(bytes.data()) : static_cast<const void*>(halves.data());
+    if (cudaMemcpy(mask_.ptr, src, mask_.bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+      throw std::runtime_error("mask upload failed");
+    params_.mask = mask_.ptr;
+    params_.mask_type = s.mask_type;
+    params_.mask_batch_stride = ms.batch;
+    params_.mask_head_stride = ms.head;
+    params_.mask_seq_stride = ms.seq;
+  }
   const Strides sq = strides_for(layout, s.heads_q, s.seqlen_q, s.head_dim);
   const Strides sk = strides_for(layout, s.heads_kv, s.seqlen_k, s.head_dim);
   params_.q_batch_stride = params_.o_batch_stride = sq.batch;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "common/cases.hpp"
@@ -87,10 +88,17 @@ INSTANTIATE_TEST_SUITE_P(Masks, KernelVsCpu, ::testing::ValuesIn(params_for_mask
                                   std::to_string(info.index);
                          });
 
-// The kernels without them refuse a window or a softcap by name (never a result that ignores them), as
-// does the backward pass; "auto" picks the Hopper kernel on Hopper.
+// The first of mask_cases() with a mask tensor.
+KCase first_mask_tensor_case() {
+  for (const KCase& c : mask_cases())
+    if (c.s.mask_type != EVOSDPA_MASK_NONE) return c;
+  throw std::logic_error("mask_cases() has no mask tensor");
+}
+
+// The kernels without them refuse a window, a softcap or a mask tensor by name (never a result that
+// ignores them), as does the backward pass; "auto" picks the Hopper kernel on Hopper.
 TEST(Masks, KernelsWithoutThemRefuse) {
-  for (const KCase& c : {mask_cases()[0], mask_cases()[8]}) {  // a window; a softcap
+  for (const KCase& c : {mask_cases()[0], mask_cases()[8], first_mask_tensor_case()}) {  // a window; a softcap; a mask
     const Expected& e = expected_for(c);
     DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
     const auto params = prob.params();
@@ -107,6 +115,43 @@ TEST(Masks, KernelsWithoutThemRefuse) {
     EXPECT_EQ(evosdpa_supports_backward(&params, nullptr, nullptr), EVOSDPA_ERROR_NOT_SUPPORTED)
         << evosdpa_last_error_message();
   }
+}
+
+// What wgmma_sm90 does not take, "auto" gives to the reference kernel, which computes it: a mask tensor
+// whose pointer is not aligned to an element pair, and a mask tensor with a window and a softcap.
+TEST(Masks, WhatWgmmaRefusesGoesToTheReference) {
+  int device = 0, major = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  {
+    const KCase c = first_mask_tensor_case();
+    const Expected& e = expected_for(c);
+    DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
+    auto params = prob.params();
+    params.mask = static_cast<const uint8_t*>(params.mask) + (c.s.mask_type == EVOSDPA_MASK_BOOL ? 1 : 2);
+    const evosdpa::Result r = evosdpa::attention_forward(params, nullptr, "wgmma_sm90");
+    EXPECT_EQ(r.status, EVOSDPA_ERROR_NOT_SUPPORTED) << r.message;
+    EXPECT_NE(r.message.find("mask"), std::string::npos) << r.message;
+    const char* selected = nullptr;
+    ASSERT_EQ(evosdpa_supports(&params, nullptr, &selected), EVOSDPA_SUCCESS) << evosdpa_last_error_message();
+    EXPECT_STREQ(selected, "reference");
+  }
+  KCase c{"maskmods", with_mods(with_mask(shape(2, 4, 2, 300, 333, 128, EVOSDPA_CAUSAL_BOTTOM_RIGHT),
+                                          EVOSDPA_MASK_ADDITIVE, true, false),
+                                100, -1, 30),
+          EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, 4.0};
+  const Expected& e = expected_for(c);
+  DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
+  const auto params = prob.params();
+  EXPECT_EQ(evosdpa::attention_forward(params, nullptr, "wgmma_sm90").status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  const char* selected = nullptr;
+  ASSERT_EQ(evosdpa_supports(&params, nullptr, &selected), EVOSDPA_SUCCESS) << evosdpa_last_error_message();
+  EXPECT_STREQ(selected, "reference") << (major == 9 ? "on Hopper too" : "");
+  ASSERT_TRUE(evosdpa::attention_forward(params, nullptr, "auto").ok());
+  CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<float> out = prob.output(), lse = prob.lse();
+  const Verdict v = check_attention(c.s, c.dtype, e, out, &lse);
+  EXPECT_TRUE(v.pass) << v.message << " (EVOSDPA_TEST_SEED=" << run_seed() << ")";
 }
 
 // One run, then 99 more from poisoned outputs: O and lse bitwise equal each time.
@@ -140,6 +185,13 @@ TEST(Determinism, HundredRunsAreBitwiseEqual) {
     const auto s = with_mods(shape(2, 8, 4, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT), 200, -1, 50);
     const Inputs in = random_inputs(s, EVOSDPA_DTYPE_BFLOAT16, 4.0, case_seed(run_seed(), "determinism_mods"));
     DeviceProblem prob(s, EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, in, true);
+    ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "wgmma_sm90"));
+  }
+  // An additive mask tensor shared by the heads.
+  {
+    const auto s = with_mask(shape(2, 8, 4, 1000, 1000, 128, EVOSDPA_CAUSAL_NONE), EVOSDPA_MASK_ADDITIVE, true, false);
+    const Inputs in = random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, case_seed(run_seed(), "determinism_mask"));
+    DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, in, true);
     ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "wgmma_sm90"));
   }
   // FP8 inputs (per-head descales, bf16 output).

@@ -102,23 +102,33 @@ __global__ void reference_kernel(const KernelParams p) {
     q[t] = d < head_dim ? to_float(q_row[d]) * q_descale : 0.f;
   }
 
-  // The scaled score, softcapped (tanhf: exact to a few ulp, as the reference should be).
-  const auto scaled = [&](int64_t k_off) {
+  // The mask tensor's row (validation: padded batches only, so key j is column j).
+  const char* mask_row = static_cast<const char*>(p.mask);
+  if (mask_row != nullptr)
+    mask_row += (b * p.mask_batch_stride + h * p.mask_head_stride + i * p.mask_seq_stride) *
+                (p.mask_type == EVOSDPA_MASK_BOOL ? 1 : static_cast<int64_t>(sizeof(T)));
+  // The scaled score of key j, softcapped (tanhf: exact to a few ulp, as the reference should be), then
+  // masked or biased by the mask tensor.
+  const auto scaled = [&](int64_t k_off, int j) {
     const float x = p.scale * score(q, k_head + k_off, k_descale, head_dim, lane);
-    return p.softcap > 0.f ? p.softcap * tanhf(x / p.softcap) : x;
+    const float capped = p.softcap > 0.f ? p.softcap * tanhf(x / p.softcap) : x;
+    if (p.mask_type == EVOSDPA_MASK_BOOL) return mask_row[j] != 0 ? capped : -INFINITY;
+    if constexpr (!std::is_same_v<T, __nv_fp8_e4m3>)  // validation: no mask with FP8 inputs
+      if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return capped + to_float(reinterpret_cast<const T*>(mask_row)[j]);
+    return capped;
   };
   float row_max = -INFINITY;
   for (int j = kv_begin; j < kv_end; ++j) {
     const int64_t k_off = key_offset(j, p.k_batch_stride, p.k_seq_stride);
-    if (k_off >= 0) row_max = fmaxf(row_max, scaled(k_off));
+    if (k_off >= 0) row_max = fmaxf(row_max, scaled(k_off, j));
   }
 
   float sum = 0.f;
   float acc[kMaxPerLane] = {};
-  for (int j = kv_begin; j < kv_end; ++j) {
+  for (int j = kv_begin; j < kv_end && row_max != -INFINITY; ++j) {  // every score -inf: no weights, O = 0
     const int64_t k_off = key_offset(j, p.k_batch_stride, p.k_seq_stride);
     if (k_off < 0) continue;
-    const float w = expf(scaled(k_off) - row_max);
+    const float w = expf(scaled(k_off, j) - row_max);
     sum += w;
     const T* v_row = v_head + key_offset(j, p.v_batch_stride, p.v_seq_stride);
 #pragma unroll

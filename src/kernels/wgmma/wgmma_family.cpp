@@ -43,6 +43,11 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (const Check c = fp8 ? check_no_kv_cache(p) : check_no_page_table(p); !c.ok()) return refuse(who + c.message);
   if (fp8 && uses_varlen(p)) return refuse(who + "variable-length batches take fp16 or bf16 inputs");
   if (fp8 && uses_score_mods(p)) return refuse(who + "a sliding window or softcap takes fp16 or bf16 inputs");
+  // The mask tensor's kernels (score_mods.cuh) have it alone, and read its elements in aligned pairs.
+  if (uses_mask(p) && (uses_window(p) || uses_softcap(p)))
+    return refuse(who + "a mask tensor with a sliding window or softcap (reference runs them together)");
+  if (const Check c = check_tensor_row_alignment(mask_view(p), mask_elem_bytes(p), 2 * mask_elem_bytes(p)); !c.ok())
+    return refuse(who + c.message + " (it reads mask elements in pairs; reference takes any alignment)");
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   const int variant = choice.row;
   if (variant < 0)

@@ -28,6 +28,7 @@
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_epilogue.cuh"
+#include "kernels/wgmma/wgmma_mask.cuh"
 #include "kernels/wgmma/wgmma_merge.cuh"
 #include "kernels/wgmma/wgmma_ops.cuh"
 #include "kernels/wgmma/wgmma_scheduler.cuh"
@@ -465,14 +466,16 @@ __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 
   wgmma_commit();
 }
 
-// Mask S_j (softcapped first with Mods::kSoftcap) and run its softmax in the log2 domain (O's rescale
-// is left to the caller). scale_log2: the scores' scale times log2(e) (with FP8 inputs times q_descale *
-// k_descale). A tile needs the mask when a key of it lies past the sequence's end or outside some row's
-// causal or window bounds (the warpgroup's rows row0 .. row0 + 63).
-template <int kBlockN, typename Form, typename Mods>
+// Mask S_j (softcapped first with Mods::kSoftcap, then the mask tensor's tile `mt` applied) and run its
+// softmax in the log2 domain (O's rescale is left to the caller). scale_log2: the scores' scale times
+// log2(e) (with FP8 inputs times q_descale * k_descale). A tile needs the mask when a key of it lies past
+// the sequence's end or outside some row's causal or window bounds (the warpgroup's rows row0 .. row0 +
+// 63); it goes after the mask tensor, so that no bias (+inf included) revives a masked score.
+template <int kBlockN, typename Form, typename Mods, typename Mask>
 __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
-                                                float scale_log2, int key0, int row0, int row_lo, int lane,
-                                                float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+                                                const Mask& mt, float scale_log2, int key0, int row0, int row_lo,
+                                                int lane, float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+  constexpr float kLog2e = 1.4426950408889634f;
   const int key_last = key0 + kBlockN - 1;
   bool masked = key0 + kBlockN > w.len_k || (p.causal && key_last > row0 + w.causal_offset);
   if constexpr (Mods::kWindow)
@@ -482,14 +485,18 @@ __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const 
     const SoftcapFactors cap = softcap_factors(p, scale_log2);
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] = softcap_log2(sc[i], cap.in, cap.out);
+    mt.apply(sc, kLog2e);
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   } else if (scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
+    if constexpr (Mods::kMask == MaskKind::kAdditive) mt.apply(sc, kLog2e / scale_log2);  // bias / scale
+    else mt.apply(sc, 0.f);
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, true, Form>(sc, scale_log2, m, l, alpha);
   } else {  // scale first: -inf (mask) times a negative or zero scale would be +inf or NaN
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= scale_log2;
+    mt.apply(sc, kLog2e);
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   }
@@ -632,6 +639,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[kPSteps<T, BN>][4];
+  MaskTile<T, BN, Mods::kMask> mt;  // the mask tensor's next tile, read while the current one is computed
   if (run.count == 0) {
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
@@ -644,8 +652,10 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     return;
   }
 
-  // The first tile: its S alone.
+  // The first tile: its S alone. The mask tensor's tile is read a tile ahead: an L2 read takes longer
+  // than one S = Q.K^T (a load issued beside the tile's own GEMM cost 1.6x at L = 4k, docs/perf-log.md).
   int c = tiles + run.tile(0);  // ring position of the tile
+  mt.load(p, w, key0 + run.tile(0) * BN, row_lo, lane);
   named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
@@ -654,7 +664,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
-  scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
+  scores_to_probs<BN, Form, Mods>(sc, p, w, mt, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
+  if (run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, row_lo, lane);
   to_fragments<T, BN>(sc, pa);
 
   for (int k = 1; k < run.count; ++k) {
@@ -670,7 +681,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     if (!keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs<BN, Form, Mods>(sc, p, w, mt, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
+    if (k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, row_lo, lane);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);
