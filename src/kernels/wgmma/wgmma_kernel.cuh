@@ -639,7 +639,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[kPSteps<T, BN>][4];
-  MaskTile<T, BN, Mods::kMask> mt;  // the mask tensor's next tile, read while the current one is computed
+  MaskTile<T, BN, Mods::kMask> mt;  // the mask tensor's tile, read while its S is computed
   if (run.count == 0) {
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
@@ -652,20 +652,19 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     return;
   }
 
-  // The first tile: its S alone. The mask tensor's tile is read a tile ahead: an L2 read takes longer
-  // than one S = Q.K^T (a load issued beside the tile's own GEMM cost 1.6x at L = 4k, docs/perf-log.md).
+  // The first tile: its S alone. The mask tensor's tile is read while S = Q.K^T runs (reading it a tile
+  // earlier measured the same: its cost is the loads' L1 wavefronts, not their latency; perf-log v13.1).
   int c = tiles + run.tile(0);  // ring position of the tile
-  mt.load(p, w, key0 + run.tile(0) * BN, row_lo, lane);
   named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
   issue_qk<T, kIndex>(sc, q_desc, sm.k(c % kStages));
+  mt.load(p, w, key0 + run.tile(0) * BN, row_lo, lane);
   if (!keep(run.tile(0))) named_arrive(next_turn);
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
   scores_to_probs<BN, Form, Mods>(sc, p, w, mt, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
-  if (run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, row_lo, lane);
   to_fragments<T, BN>(sc, pa);
 
   for (int k = 1; k < run.count; ++k) {
@@ -676,13 +675,13 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
     issue_qk<T, kIndex>(sc, q_desc, sm.k(s));
+    mt.load(p, w, key0 + j * BN, row_lo, lane);
     mbar_wait(sm.pv_full(prev), prev_phase);
     issue_pv<T, kIndex>(o, pa, sm.pv_tile(prev));
     if (!keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
     scores_to_probs<BN, Form, Mods>(sc, p, w, mt, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
-    if (k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, row_lo, lane);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);

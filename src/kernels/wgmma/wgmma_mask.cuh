@@ -1,6 +1,6 @@
 // A mask tensor's tile in a consumer thread's registers (evosdpa.h, "Mask tensors"): the elements at the
-// thread's positions of S (two rows, kBlockN / 8 column pairs each), loaded from global memory a tile
-// ahead (consume_item) and applied to S before the softmax. Without a mask (MaskKind::kNone) it has no
+// thread's positions of S (two rows, kBlockN / 8 column pairs each), loaded from global memory while
+// S = Q.K^T runs and applied to S before the softmax. Without a mask (MaskKind::kNone) it has no
 // registers and its calls compile to nothing.
 #pragma once
 
