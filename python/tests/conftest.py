@@ -20,6 +20,21 @@ needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installe
 needs_gpu = pytest.mark.skipif(not have_gpu(), reason="needs PyTorch with a CUDA GPU")
 
 
+def skip_unless_runs(kernel, what, **features):
+    """Skip the test when `kernel` (not "auto") refuses a small fp16 call with `features` (keyword arguments
+    of evosdpa.attention; `what` names them in the reason) on this GPU."""
+    if kernel == "auto":
+        return
+    import torch
+
+    import evosdpa
+    x = torch.ones(1, 2, 128, 64, dtype=torch.float16, device="cuda")
+    try:
+        evosdpa.attention(x, x, x, kernel=kernel, **features)
+    except (ValueError, evosdpa.EvosdpaError) as e:
+        pytest.skip(f"kernel {kernel} does not run {what} on this GPU: {e}")
+
+
 def capture_graph(step):
     """A CUDA graph of step() and what the captured call returned: warmed up on a side stream first, as
     torch.cuda.graphs asks."""

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from conftest import HAVE_TORCH, needs_gpu, needs_torch
+from conftest import HAVE_TORCH, needs_gpu, needs_torch, skip_unless_runs
 
 if HAVE_TORCH:
     import torch
@@ -28,13 +28,7 @@ KERNELS = ["auto", "wgmma_sm90", "reference"]
 
 
 def runs_here(kernel):
-    if kernel == "auto":
-        return
-    x = torch.ones(1, 2, 128, 64, dtype=torch.float16, device="cuda")
-    try:
-        evosdpa.attention(x, x, x, kernel=kernel, attn_mask=torch.ones(128, 128, dtype=torch.bool, device="cuda"))
-    except (ValueError, evosdpa.EvosdpaError) as e:
-        pytest.skip(f"kernel {kernel} does not run a mask tensor on this GPU: {e}")
+    skip_unless_runs(kernel, "a mask tensor", attn_mask=torch.ones(128, 128, dtype=torch.bool, device="cuda"))
 
 
 def make_mask(shape, kind, dtype, rng, lq):
@@ -66,9 +60,9 @@ CASES = [
 
 
 @needs_gpu
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16] if HAVE_TORCH else [])
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16] if HAVE_TORCH else [])
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_matches_float64(kernel, dtype, case, rng):
     runs_here(kernel)
     b, hq, hkv, lq, lk, d, causal, alignment, kind, shape, layout = case

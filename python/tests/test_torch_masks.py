@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from conftest import HAVE_TORCH, needs_gpu, needs_torch
+from conftest import HAVE_TORCH, needs_gpu, needs_torch, skip_unless_runs
 
 if HAVE_TORCH:
     import torch
@@ -43,13 +43,7 @@ def window_mask(lq, lk, left, right, causal, alignment, device):
 
 
 def runs_here(kernel):
-    if kernel == "auto":
-        return
-    x = torch.ones(1, 2, 128, 64, dtype=torch.float16, device="cuda")
-    try:
-        evosdpa.attention(x, x, x, kernel=kernel, softcap=30.0)
-    except (ValueError, evosdpa.EvosdpaError) as e:
-        pytest.skip(f"kernel {kernel} does not run a softcap on this GPU: {e}")
+    skip_unless_runs(kernel, "a softcap", softcap=30.0)
 
 
 # (B, Hq, Hkv, Lq, Lk, D, causal, alignment, window, softcap, qk std)

@@ -41,7 +41,7 @@ __device__ __forceinline__ float2 unpack2<__half>(uint32_t bits) {
 
 template <>
 __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t bits) {
-  return make_float2(__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u));  // bf16: fp32's top half
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
 }
 
 // 2^x on the special-function unit; 2^-inf = 0, which masked scores rely on.

@@ -15,17 +15,6 @@
 
 namespace evosdpa::detail::mma_sm80 {
 
-template <typename T>
-__device__ __forceinline__ float2 unpack2(uint32_t x);
-template <>
-__device__ __forceinline__ float2 unpack2<__half>(uint32_t x) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&x));
-}
-template <>
-__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t x) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x));
-}
-
 // The row and 16-byte chunk of this thread; false past the last row.
 template <int D>
 __device__ __forceinline__ bool prepass_row(const KernelParams& p, int64_t& row, int& chunk, int& b, int& h, int& i) {
