@@ -300,9 +300,9 @@ typedef struct evosdpa_params {
  *   stride: INVALID_ARGUMENT. Not with FP8 inputs, cu_seqlens_q/k, seqused_k or a page_table, nor in the
  *   backward (NOT_SUPPORTED). The mask is device memory the kernels read (never written); it may not
  *   overlap o or lse.
- * Served by "wgmma_sm90" (fp16 and bf16 inputs; the mask's pointer and its non-zero strides aligned to
- *   2 elements, since it reads element pairs; no sliding window or softcap with it) and "reference"
- *   (everything above); the others refuse it (NOT_SUPPORTED).
+ * Served by "wgmma_sm90" (fp16 and bf16 inputs; the mask's pointer and its non-zero strides 16-byte
+ *   aligned, since it copies the mask in 16-byte chunks; no sliding window or softcap with it, and a
+ *   softmax_scale other than 0) and "reference" (everything above); the others refuse it (NOT_SUPPORTED).
  */
 
 /*

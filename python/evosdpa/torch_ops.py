@@ -292,18 +292,21 @@ def _check_mask(attn_mask, q, k, layout: str) -> None:
         raise ValueError(f"evosdpa: attn_mask is on {attn_mask.device}, q on {q.device}")
 
 
+_MASK_ALIGN = 16  # bytes: the Hopper kernel copies mask rows in 16-byte chunks
+
+
 def _kernel_mask(attn_mask, full):
     """(tensor, (batch, head, seq) strides in elements) of a checked mask as the C ABI reads it: the key
-    dimension materialised with stride 1, broadcast dimensions at stride 0, and the element pairs the Hopper
-    kernel loads aligned (pointer and strides even; else a copy with its rows padded to an even length, so
-    that the call is not left to the slow reference kernel)."""
+    dimension materialised with stride 1, broadcast dimensions at stride 0, and 16-byte aligned for the
+    Hopper kernel (pointer and strides; else a copy with its rows padded to 16 bytes, so that the call is
+    not left to the slow reference kernel)."""
     m = attn_mask
     if m.shape[3] != full[3] or (m.stride(3) != 1 and full[3] > 1):
         m = m.expand(*m.shape[:3], full[3]).contiguous()  # only the mask's own rows, not the broadcast ones
-    elem = m.element_size()
+    per_chunk = _MASK_ALIGN // m.element_size()  # elements per 16 bytes
     strides = [m.stride(d) if m.shape[d] > 1 else 0 for d in range(3)]
-    if m.data_ptr() % (2 * elem) != 0 or any(st % 2 for st in strides):
-        padded = m.new_empty((*m.shape[:3], full[3] + full[3] % 2))[..., :full[3]]
+    if m.data_ptr() % _MASK_ALIGN != 0 or any(st % per_chunk for st in strides):
+        padded = m.new_empty((*m.shape[:3], -(-full[3] // per_chunk) * per_chunk))[..., :full[3]]
         padded.copy_(m)
         m = padded
         strides = [m.stride(d) if m.shape[d] > 1 else 0 for d in range(3)]

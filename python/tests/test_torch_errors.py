@@ -83,8 +83,8 @@ def test_bad_options():
 
 def test_sdpa_unsupported_arguments_are_named():
     q, k, v = qkv()
-    with pytest.raises(NotImplementedError, match="attn_mask"):
-        evosdpa.scaled_dot_product_attention(q, k, v, attn_mask=meta(16, 16))
+    with pytest.raises(ValueError, match="attn_mask cannot be combined with is_causal"):  # as PyTorch
+        evosdpa.scaled_dot_product_attention(q, k, v, attn_mask=meta(16, 16), is_causal=True)
     with pytest.raises(NotImplementedError, match="dropout_p"):
         evosdpa.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
     with pytest.raises(NotImplementedError, match="value head dim"):

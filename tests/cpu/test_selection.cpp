@@ -68,7 +68,7 @@ TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
 }
 
 // A mask tensor (evosdpa.h): the same, and on Hopper the reference kernel for what wgmma_sm90 does not
-// take: a mask not aligned to an element pair, a mask with a window.
+// take: a mask not 16-byte aligned, a mask with a window.
 TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
   auto p = valid_params();
   p.mask = reinterpret_cast<const void*>(uintptr_t{0x50000000});
@@ -85,18 +85,25 @@ TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
     EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "reference");
   }
   auto odd = p;
-  odd.mask_seq_stride = 513;  // rows one element apart from pairs
+  odd.mask_seq_stride = 516;  // rows not 16 bytes apart
   EXPECT_EQ(name_of(select_any_arch(odd, h100, "auto")), "reference");
   EXPECT_EQ(select_any_arch(odd, h100, "wgmma_sm90").check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  auto unscaled = p;  // its kernels preload the mask over the scale
+  unscaled.softmax_scale = 0.f;
+  EXPECT_EQ(name_of(select_any_arch(unscaled, h100, "auto")), "reference");
   auto windowed = p;
   windowed.sliding_window = 1;
   windowed.window_left = 64;
   EXPECT_EQ(name_of(select_any_arch(windowed, h100, "auto")), "reference");
-  auto bools = p;  // bytes: a pair is 2-byte aligned
+  auto bools = p;  // bytes: 16-byte chunks of rows 16 bytes apart
   bools.mask_type = EVOSDPA_MASK_BOOL;
-  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000002});
+  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000010});
+  bools.mask_seq_stride = 528;
   EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "wgmma_sm90");
-  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000001});
+  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000008});
+  EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "reference");
+  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000010});
+  bools.mask_seq_stride = 520;
   EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "reference");
 }
 

@@ -46,7 +46,7 @@ void set_shape(evosdpa_params_t& p, const evosdpa::host::Shape& s, evosdpa_dtype
 }
 
 Strides mask_strides(const evosdpa::host::Shape& s) {
-  const int64_t row = (s.seqlen_k + 1) / 2 * 2 + 16, head = (s.mask_rows ? s.seqlen_q : 1) * row + 32;
+  const int64_t row = (s.seqlen_k + 15) / 16 * 16 + 16, head = (s.mask_rows ? s.seqlen_q : 1) * row + 32;
   const int64_t batch = (s.mask_heads ? s.heads_q : 1) * head;
   return {s.mask_batch ? batch : 0, s.mask_heads ? head : 0, s.mask_rows ? row : 0};
 }

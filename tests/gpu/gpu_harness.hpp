@@ -48,8 +48,8 @@ struct Strides {
 void set_shape(evosdpa_params_t& p, const evosdpa::host::Shape& s, evosdpa_dtype_t dtype);
 
 Strides strides_for(Layout l, int64_t heads, int64_t seqlen, int64_t head_dim);
-// A mask tensor's strides in elements: its own rows padded to an even length plus 16, heads 32 elements
-// apart; 0 for each dimension it broadcasts.
+// A mask tensor's strides in elements: its own rows padded to a multiple of 16 plus 16 (16-byte aligned
+// rows), heads 32 elements apart; 0 for each dimension it broadcasts.
 Strides mask_strides(const evosdpa::host::Shape& s);
 int64_t storage_elems(Layout l, int64_t batch, int64_t heads, int64_t seqlen, int64_t head_dim);
 // Copy a BHSD float tensor, rounded to the 16-bit dtype, into `buf` at the layout's strides; storage

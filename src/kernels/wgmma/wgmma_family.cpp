@@ -43,17 +43,21 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (const Check c = fp8 ? check_no_kv_cache(p) : check_no_page_table(p); !c.ok()) return refuse(who + c.message);
   if (fp8 && uses_varlen(p)) return refuse(who + "variable-length batches take fp16 or bf16 inputs");
   if (fp8 && uses_score_mods(p)) return refuse(who + "a sliding window or softcap takes fp16 or bf16 inputs");
-  // The mask tensor's kernels (score_mods.cuh) have it alone, and read its elements in aligned pairs.
+  // The mask tensor's kernels (score_mods.cuh) have it alone, and copy it in 16-byte chunks.
   if (uses_mask(p) && (uses_window(p) || uses_softcap(p)))
     return refuse(who + "a mask tensor with a sliding window or softcap (reference runs them together)");
-  if (const Check c = check_tensor_row_alignment(mask_view(p), mask_elem_bytes(p), 2 * mask_elem_bytes(p)); !c.ok())
-    return refuse(who + c.message + " (it reads mask elements in pairs; reference takes any alignment)");
+  // Its kernels preload the mask into S in raw score units, over the scale (wgmma_mask.cuh).
+  if (uses_mask(p) && p.softmax_scale == 0.f)  // (NaN, the default, is 1/sqrt(head_dim))
+    return refuse(who + "a mask tensor with softmax_scale 0 (reference runs it)");
+  if (const Check c = check_tensor_row_alignment(mask_view(p), mask_elem_bytes(p), kTmaAlign); !c.ok())
+    return refuse(who + c.message + " (it copies the mask in 16-byte chunks; reference takes any alignment)");
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   const int variant = choice.row;
   if (variant < 0)
     return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim) +
                   (fp8 ? " with FP8 (E4M3) inputs (64 and 128)" : ""));
-  const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes();
+  const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes() +
+                         (uses_mask(p) ? 128 + wgmma_sm90::kConfigs[variant].mask_stage_bytes(static_cast<int>(mask_elem_bytes(p))) : 0);
   if (smem > dev.max_smem_per_block_optin)
     return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
                   std::to_string(dev.max_smem_per_block_optin));

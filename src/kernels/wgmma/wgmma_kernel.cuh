@@ -432,8 +432,10 @@ __device__ __forceinline__ uint64_t q_desc_of(uint32_t q_rows) { return matrix_d
 // S = Q.K^T for the stage's K tile: k-steps of 32 bytes (16 fp16/bf16 columns, 32 E4M3 ones), k-step
 // kk 32 bytes into block row kk / kSteps of both (kSteps: k-steps per block row, 4 or, for 64-byte
 // rows, 2).
+// accumulate: S adds to what sc holds (a mask tensor's preload) instead of starting from zero.
 template <typename T, int kIndex>
-__device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 2], uint64_t q_desc, uint32_t k_tile) {
+__device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 2], uint64_t q_desc, uint32_t k_tile,
+                                         bool accumulate = false) {
   constexpr int D = kConfigs[kIndex].head_dim, BN = kConfigs[kIndex].block_n;
   constexpr int kRowBytes = Smem<kIndex>::kRowBytes, kSteps = kRowBytes / 32;
   const uint64_t k_desc = matrix_desc(k_tile, 16, 8 * kRowBytes, kRowBytes);
@@ -442,7 +444,7 @@ __device__ __forceinline__ void issue_qk(float (&sc)[kConfigs[kIndex].block_n / 
     const uint32_t step = (kk % kSteps) * 32;
     const uint64_t a = desc_advance(q_desc, (kk / kSteps) * Shape<kIndex>::kBlockM * kRowBytes + step);
     const uint64_t b = desc_advance(k_desc, (kk / kSteps) * BN * kRowBytes + step);
-    mma_ss<BN, T>(sc, a, b, kk > 0);
+    mma_ss<BN, T>(sc, a, b, accumulate || kk > 0);
   }
   wgmma_commit();
 }
@@ -466,16 +468,15 @@ __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 
   wgmma_commit();
 }
 
-// Mask S_j (softcapped first with Mods::kSoftcap, then the mask tensor's tile `mt` applied) and run its
-// softmax in the log2 domain (O's rescale is left to the caller). scale_log2: the scores' scale times
-// log2(e) (with FP8 inputs times q_descale * k_descale). A tile needs the mask when a key of it lies past
-// the sequence's end or outside some row's causal or window bounds (the warpgroup's rows row0 .. row0 +
-// 63); it goes after the mask tensor, so that no bias (+inf included) revives a masked score.
-template <int kBlockN, typename Form, typename Mods, typename Mask>
+// Mask S_j (softcapped first with Mods::kSoftcap; a mask tensor is in S already, MaskTile::preload) and
+// run its softmax in the log2 domain (O's rescale is left to the caller). scale_log2: the scores' scale
+// times log2(e) (with FP8 inputs times q_descale * k_descale). A tile needs the mask when a key of it lies
+// past the sequence's end or outside some row's causal or window bounds (the warpgroup's rows row0 ..
+// row0 + 63); it goes last, so that no bias (+inf included) revives a masked score.
+template <int kBlockN, typename Form, typename Mods>
 __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
-                                                const Mask& mt, float scale_log2, int key0, int row0, int row_lo,
-                                                int lane, float (&m)[2], float (&l)[2], float (&alpha)[2]) {
-  constexpr float kLog2e = 1.4426950408889634f;
+                                                float scale_log2, int key0, int row0, int row_lo, int lane,
+                                                float (&m)[2], float (&l)[2], float (&alpha)[2]) {
   const int key_last = key0 + kBlockN - 1;
   bool masked = key0 + kBlockN > w.len_k || (p.causal && key_last > row0 + w.causal_offset);
   if constexpr (Mods::kWindow)
@@ -485,18 +486,14 @@ __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const 
     const SoftcapFactors cap = softcap_factors(p, scale_log2);
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] = softcap_log2(sc[i], cap.in, cap.out);
-    mt.apply(sc, kLog2e);
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   } else if (scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
-    if constexpr (Mods::kMask == MaskKind::kAdditive) mt.apply(sc, kLog2e / scale_log2);  // bias / scale
-    else mt.apply(sc, 0.f);
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, true, Form>(sc, scale_log2, m, l, alpha);
   } else {  // scale first: -inf (mask) times a negative or zero scale would be +inf or NaN
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= scale_log2;
-    mt.apply(sc, kLog2e);
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   }
@@ -639,7 +636,15 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[kPSteps<T, BN>][4];
-  MaskTile<T, BN, Mods::kMask> mt;  // the mask tensor's tile, read while its S is computed
+  using Mask = MaskTile<T, BN, Mods::kMask>;  // the mask tensor's tiles, staged a tile ahead
+  static_assert(!(Mask::kPreloads && Mods::kSoftcap), "a bias goes after the softcap: no preload with one");
+  Mask mt(sm.mask_stage(consumer, warp, Mask::kWarpBytes), lane);
+  const int warp_row0 = row0 + 16 * warp;  // the warp's 16 rows
+  // A preloaded mask in raw score units (supports(): scale != 0): a bias over the scale, a hidden key at
+  // -inf, or at +inf for a negative scale (scores_to_probs multiplies by it first).
+  const float mask_inv_scale = 1.4426950408889634f / scale_log2;
+  const float mask_hidden = scale_log2 > 0.f ? -INFINITY : INFINITY;
+  const bool one_row = p.mask_seq_stride == 0;  // a key mask (MaskTile::load)
   if (run.count == 0) {
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
@@ -652,36 +657,38 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     return;
   }
 
-  // The first tile: its S alone. The mask tensor's tile is read while S = Q.K^T runs (reading it a tile
-  // earlier measured the same: its cost is the loads' L1 wavefronts, not their latency; perf-log v13.1).
+  // The first tile: its S alone. Each mask tile is copied a tile ahead, its latency under a whole turn.
   int c = tiles + run.tile(0);  // ring position of the tile
+  mt.load(p, w, key0 + run.tile(0) * BN, warp_row0);
+  mt.preload(sc, mask_inv_scale, mask_hidden, one_row);
+  if (run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0);
   named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
-  issue_qk<T, kIndex>(sc, q_desc, sm.k(c % kStages));
-  mt.load(p, w, key0 + run.tile(0) * BN, row_lo, lane);
+  issue_qk<T, kIndex>(sc, q_desc, sm.k(c % kStages), Mask::kPreloads);
   if (!keep(run.tile(0))) named_arrive(next_turn);
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
-  scores_to_probs<BN, Form, Mods>(sc, p, w, mt, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
+  scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
   to_fragments<T, BN>(sc, pa);
 
   for (int k = 1; k < run.count; ++k) {
     const int j = run.tile(k), prev = c % kStages, prev_phase = (c / kStages) & 1;
     c = tiles + j;
     const int s = c % kStages;
+    mt.preload(sc, mask_inv_scale, mask_hidden, one_row);  // sc is free: P_{j-1} is in the fragments
+    if (k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0);
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
-    issue_qk<T, kIndex>(sc, q_desc, sm.k(s));
-    mt.load(p, w, key0 + j * BN, row_lo, lane);
+    issue_qk<T, kIndex>(sc, q_desc, sm.k(s), Mask::kPreloads);
     mbar_wait(sm.pv_full(prev), prev_phase);
     issue_pv<T, kIndex>(o, pa, sm.pv_tile(prev));
     if (!keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    scores_to_probs<BN, Form, Mods>(sc, p, w, mt, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);

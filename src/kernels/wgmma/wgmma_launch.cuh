@@ -128,10 +128,12 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   // A split_keys row takes one item per CTA (its consumers hand over through one shared-memory area).
   const int64_t grid = cfg.split_keys ? items : std::min<int64_t>(items, sms);
   const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(grid), cfg.elem_bytes());
-  const auto run = [&](auto* kernel) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  // extra: the mask tensor's stage (wgmma_mask.cuh) after the rest, 128-byte aligned.
+  const auto run = [&](auto* kernel, int extra = 0) {
+    const int bytes = smem + (extra > 0 ? 128 + extra : 0);
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != cudaSuccess) return e;
-    kernel<<<static_cast<unsigned>(grid), cfg.threads(), smem, stream>>>(tq, tk, tv, to, p, geo);
+    kernel<<<static_cast<unsigned>(grid), cfg.threads(), bytes, stream>>>(tq, tk, tv, to, p, geo);
     return cudaGetLastError();
   };
   // Score modifiers (supports(): the hand-made rows of a row split, unsplit, without the counter) on the
@@ -139,7 +141,8 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   if (p.sliding_window || p.softcap > 0.f || p.mask != nullptr) {
     if constexpr (kScoreModRow<kIndex>)
       return with_score_mods(p, [&](auto mods) {
-        return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods)>, StoreEpilogue<T, kIndex>>);
+        return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods)>, StoreEpilogue<T, kIndex>>,
+                   cfg.mask_stage_bytes(kMaskElemBytes<decltype(mods)::kMask>));
       });
     else
       return cudaErrorInvalidValue;  // never a row without them: the result would ignore them
