@@ -18,7 +18,8 @@ struct ScoreMods {
   static constexpr bool kWindow = kWindowOn;
   // Softcap: every scaled score s becomes c * tanh(s / c) before the masks and the softmax.
   static constexpr bool kSoftcap = kSoftcapOn;
-  // Mask tensor: each score's element read per tile and applied after the softcap, before the masks.
+  // Mask tensor: each tile's elements loaded into S before Q.K^T adds to it (so never with a softcap,
+  // which goes first), the causal/window/length masks after.
   static constexpr MaskKind kMask = kMaskKind;
 };
 using NoMods = ScoreMods<false, false>;

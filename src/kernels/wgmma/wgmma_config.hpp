@@ -72,8 +72,13 @@ struct TileConfig {
   constexpr int smem_bytes() const { return 1024 + handoff_offset() + handoff_bytes(); }
   // With a mask tensor (wgmma_mask.cuh), after the rest: the CTA's block_m x block_n tile of mask elements
   // (`mask_elem` bytes each), each consumer warp staging its 16 rows.
-  constexpr int mask_stage_offset() const { return handoff_offset() + handoff_bytes(); }
+  constexpr int mask_stage_offset() const { return (handoff_offset() + handoff_bytes() + 127) / 128 * 128; }
   constexpr int mask_stage_bytes(int mask_elem) const { return block_m() * block_n * mask_elem; }
+  // A launch's shared memory with a mask tensor of `mask_elem`-byte elements (0: none); the 128 bytes cover
+  // the stage's alignment.
+  constexpr int smem_bytes(int mask_elem) const {
+    return mask_elem == 0 ? smem_bytes() : smem_bytes() + 128 + mask_stage_bytes(mask_elem);
+  }
   // A split item's partial O, fp32 rows padded by 16 bytes (2-way bank conflicts for the 8-byte stores,
   // the least 8-byte stores allow), written over the K/V ring once every GEMM is done.
   constexpr int partial_row_bytes() const { return (head_dim + 4) * 4; }
@@ -194,11 +199,10 @@ constexpr int row_of(int head_dim, int consumers, bool split_keys = false, bool 
 constexpr bool score_mod_row(int i) {
   return i < kHandCount && !kConfigs[i].split_keys && !kConfigs[i].fp8 && kConfigs[i].consumers == 2;
 }
-// Their mask tensor kernels' shared memory: the row's, plus a tile of 2-byte mask elements 128-byte aligned.
+// Their mask tensor kernels' shared memory, with a tile of 2-byte mask elements.
 constexpr bool mask_stages_fit() {
   for (int i = 0; i < kConfigCount; ++i)
-    if (score_mod_row(i) && kConfigs[i].smem_bytes() + 128 + kConfigs[i].mask_stage_bytes(2) > 227 * 1024)
-      return false;
+    if (score_mod_row(i) && kConfigs[i].smem_bytes(2) > 227 * 1024) return false;
   return true;
 }
 static_assert(mask_stages_fit(), "a score-modifier row's mask tensor stage exceeds sm_90's shared memory");

@@ -56,8 +56,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (variant < 0)
     return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim) +
                   (fp8 ? " with FP8 (E4M3) inputs (64 and 128)" : ""));
-  const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes() +
-                         (uses_mask(p) ? 128 + wgmma_sm90::kConfigs[variant].mask_stage_bytes(static_cast<int>(mask_elem_bytes(p))) : 0);
+  const long long smem = wgmma_sm90::kConfigs[variant].smem_bytes(static_cast<int>(mask_elem_bytes(p)));
   if (smem > dev.max_smem_per_block_optin)
     return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
                   std::to_string(dev.max_smem_per_block_optin));

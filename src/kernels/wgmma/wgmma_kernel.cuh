@@ -644,7 +644,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   // -inf, or at +inf for a negative scale (scores_to_probs multiplies by it first).
   const float mask_inv_scale = 1.4426950408889634f / scale_log2;
   const float mask_hidden = scale_log2 > 0.f ? -INFINITY : INFINITY;
-  const bool one_row = p.mask_seq_stride == 0;  // a key mask (MaskTile::load)
+  const bool one_row = p.mask_seq_stride == 0;  // a key mask, staged as one row (MaskTile)
   if (run.count == 0) {
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
@@ -659,9 +659,9 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
 
   // The first tile: its S alone. Each mask tile is copied a tile ahead, its latency under a whole turn.
   int c = tiles + run.tile(0);  // ring position of the tile
-  mt.load(p, w, key0 + run.tile(0) * BN, warp_row0);
+  mt.load(p, w, key0 + run.tile(0) * BN, warp_row0, one_row);
   mt.preload(sc, mask_inv_scale, mask_hidden, one_row);
-  if (run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0);
+  if (run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0, one_row);
   named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
@@ -678,7 +678,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     c = tiles + j;
     const int s = c % kStages;
     mt.preload(sc, mask_inv_scale, mask_hidden, one_row);  // sc is free: P_{j-1} is in the fragments
-    if (k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0);
+    if (k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0, one_row);
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();

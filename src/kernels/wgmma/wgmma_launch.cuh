@@ -128,9 +128,9 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   // A split_keys row takes one item per CTA (its consumers hand over through one shared-memory area).
   const int64_t grid = cfg.split_keys ? items : std::min<int64_t>(items, sms);
   const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(grid), cfg.elem_bytes());
-  // extra: the mask tensor's stage (wgmma_mask.cuh) after the rest, 128-byte aligned.
-  const auto run = [&](auto* kernel, int extra = 0) {
-    const int bytes = smem + (extra > 0 ? 128 + extra : 0);
+  // mask_elem: bytes per element of the mask tensor the kernel stages (wgmma_mask.cuh), 0 without one.
+  const auto run = [&](auto* kernel, int mask_elem = 0) {
+    const int bytes = cfg.smem_bytes(mask_elem);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != cudaSuccess) return e;
     kernel<<<static_cast<unsigned>(grid), cfg.threads(), bytes, stream>>>(tq, tk, tv, to, p, geo);
@@ -142,7 +142,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     if constexpr (kScoreModRow<kIndex>)
       return with_score_mods(p, [&](auto mods) {
         return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods)>, StoreEpilogue<T, kIndex>>,
-                   cfg.mask_stage_bytes(kMaskElemBytes<decltype(mods)::kMask>));
+                   kMaskElemBytes<decltype(mods)::kMask>);
       });
     else
       return cudaErrorInvalidValue;  // never a row without them: the result would ignore them

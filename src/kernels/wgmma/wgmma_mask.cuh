@@ -1,8 +1,8 @@
 // A mask tensor's tile for a consumer warp (evosdpa.h, "Mask tensors"): the warp's 16 rows of S (its
 // threads' rows g and g + 8) by kBlockN keys, copied from global memory into the warp's own shared-memory
 // stage a tile ahead (cp.async, 16-byte chunks), then read by each thread at its positions of S into S's
-// accumulators, to which S = Q.K^T adds. Without a mask (MaskKind::kNone) it has no state and its calls compile to
-// nothing.
+// accumulators, to which S = Q.K^T adds. Without a mask (MaskKind::kNone) it has no state and its calls
+// compile to nothing.
 //
 // Why a stage: each thread's 64 positions are pairs of columns in 16 column groups of two rows, so reading
 // them straight from global memory is 32 loads per thread of which each warp-wide one touches 8 rows:
@@ -29,7 +29,7 @@ struct MaskTile {
   static constexpr int kWarpBytes = 0;
   static constexpr bool kPreloads = false;  // S = Q.K^T starts from zero
   __device__ MaskTile(uint32_t, int) {}
-  __device__ __forceinline__ void load(const KernelParams&, const Work&, int, int) {}
+  __device__ __forceinline__ void load(const KernelParams&, const Work&, int, int, bool) {}
   __device__ __forceinline__ void preload(float (&)[kBlockN / 2], float, float, bool) const {}
 };
 
@@ -54,15 +54,15 @@ struct MaskTileOn {
   }
 
   // Starts the copy of keys key0 .. key0 + kBlockN - 1 of the warp's rows warp_row0 .. + 15: lane l takes
-  // chunk l % kChunks of rows l / kChunks + kStep i. A mask whose rows are one (mask_seq_stride 0: a key
-  // mask) is copied once, as row 0: sixteen copies of the same bytes from every SM made a few L2 lines
+  // chunk l % kChunks of rows l / kChunks + kStep i. A mask whose rows are one (one_row: mask_seq_stride
+  // 0, a key mask) is copied once, as row 0: sixteen copies of the same bytes from every SM made a few L2 lines
   // the bottleneck (1.64x against 1.21x read through L1). Rows past the sequence and keys past its end
   // are zero-filled (never read: the causal/length masks cover them). supports(): the mask and its non-zero
   // strides are 16-byte aligned, so every chunk is.
-  __device__ __forceinline__ void load(const KernelParams& p, const Work& w, int key0, int warp_row0) {
+  __device__ __forceinline__ void load(const KernelParams& p, const Work& w, int key0, int warp_row0, bool one_row) {
     constexpr int kStep = 32 / kChunks;  // rows per warp-wide copy
     const int x = lane % kChunks, r0 = lane / kChunks;
-    const int rows = p.mask_seq_stride == 0 ? 1 : 16;
+    const int rows = one_row ? 1 : 16;
     const int col = key0 + x * (16 / kElem);
     const int left = (w.len_k - col) * kElem;  // the row's bytes from the chunk on
     const int bytes = left < 0 ? 0 : left < 16 ? left : 16;

@@ -30,7 +30,7 @@ struct Smem {
   static constexpr int kVt = kCfg.vt_offset();
   static constexpr int kOStage = kCfg.o_stage_offset();
   static constexpr int kOStageBytes = kCfg.o_stage_bytes();
-  static constexpr int kMaskStage = (kCfg.mask_stage_offset() + 127) / 128 * 128;
+  static constexpr int kMaskStage = kCfg.mask_stage_offset();
   uint32_t base;
   __device__ uint32_t q(int buffer) const { return base + buffer * kQBytes; }
   __device__ uint32_t k(int stage) const { return q(TileConfig::kQBuffers) + stage * kTileBytes; }
