@@ -41,10 +41,10 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.scale = effective_scale(p);
   k.scale_log2 = static_cast<float>(static_cast<double>(k.scale) * 1.4426950408889634);
   k.causal = p.causal != EVOSDPA_CAUSAL_NONE;
-  // The diagonal: bottom-right for a bottom-right causal mask and for a window without a causal mask
-  // (FlashAttention's alignment, evosdpa.h).
-  const bool bottom_right =
-      p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT || (uses_window(p) && p.causal == EVOSDPA_CAUSAL_NONE);
+  // The diagonal: bottom-right for a bottom-right causal mask and for a window or ALiBi without a causal
+  // mask (FlashAttention's alignment, evosdpa.h).
+  const bool bottom_right = p.causal == EVOSDPA_CAUSAL_BOTTOM_RIGHT ||
+                            ((uses_window(p) || uses_alibi(p)) && p.causal == EVOSDPA_CAUSAL_NONE);
   k.causal_offset = bottom_right ? static_cast<int>(p.seqlen_k - p.seqlen_q) : 0;
   k.o_dtype = output_dtype(p);
   k.q_descale = p.q_descale;
@@ -68,6 +68,8 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.mask_batch_stride = p.mask_batch_stride;
   k.mask_head_stride = p.mask_head_stride;
   k.mask_seq_stride = p.mask_seq_stride;
+  k.alibi_slopes = p.alibi_slopes;
+  k.alibi_batch_stride = p.alibi_batch_stride;
   k.num_splits = 1;
   k.workspace = nullptr;
   k.cu_seqlens_q = p.cu_seqlens_q;

@@ -263,6 +263,7 @@ std::array<std::pair<const char*, ByteSpan>, kForwardInputs + 2> forward_spans(c
   for (int t = 0; t < 2; ++t) spans[6 + t] = {kv[t].name, byte_span(kv[t], 4)};
   for (int t = 0; t < 2; ++t) spans[8 + t] = {cu[t].name, byte_span(cu[t], 4)};
   spans[10] = {"mask", byte_span(mask_view(p), mask_elem_bytes(p))};
+  spans[11] = {"alibi_slopes", byte_span(alibi_view(p), sizeof(float))};
   spans[kForwardInputs] = {"o", byte_span(ts[3], output_elem_bytes(p))};
   spans[kForwardInputs + 1] = {"lse", has_no_queries(p) || p.lse == nullptr ? ByteSpan{} : byte_span(lse_view(p), 4)};
   return spans;

@@ -92,8 +92,8 @@ Check check_tensor_row_alignment(const TensorView& t, size_t elem_bytes, int64_t
 inline constexpr size_t kWorkspaceAlignment = 16;
 
 // Every tensor of the forward call by name with its byte span: the inputs (q, k, v, the descales,
-// seqused_k, page_table, cu_seqlens_q, cu_seqlens_k, the mask), then the outputs o and lse.
-inline constexpr int kForwardInputs = 11;
+// seqused_k, page_table, cu_seqlens_q, cu_seqlens_k, the mask, the ALiBi slopes), then the outputs o and lse.
+inline constexpr int kForwardInputs = 12;
 std::array<std::pair<const char*, ByteSpan>, kForwardInputs + 2> forward_spans(const evosdpa_params_t& p);
 // The lse as a [batch, heads_q, seqlen_q] tensor of floats: contiguous, or [heads_q, total_q] packed.
 TensorView lse_view(const evosdpa_params_t& p);
@@ -158,20 +158,24 @@ Check check_workspace(const evosdpa_params_t& p, size_t needed);
 // check_row_alignment over q, k, v, o and dout, dq, dk, dv.
 Check check_backward_row_alignment(const evosdpa_params_t& p, int64_t bytes);
 
-// ---- Sliding window, softcap and mask tensors (validation_mods.cpp) ----
+// ---- Sliding window, softcap, mask tensors and ALiBi (validation_mods.cpp) ----
 
-// Whether the call asks for a sliding window, a softcap, a mask tensor, or any of them.
+// Whether the call asks for a sliding window, a softcap, a mask tensor, ALiBi, or any of them.
 bool uses_window(const evosdpa_params_t& p);
 bool uses_softcap(const evosdpa_params_t& p);
 bool uses_mask(const evosdpa_params_t& p);
+bool uses_alibi(const evosdpa_params_t& p);
 bool uses_score_mods(const evosdpa_params_t& p);
 // Bytes per mask element (1 for BOOL, the dtype's for ADDITIVE; 0 without a mask), and the mask as a
 // [batch, heads_q, seqlen_q, seqlen_k] tensor at its strides (empty without one).
 size_t mask_elem_bytes(const evosdpa_params_t& p);
 TensorView mask_view(const evosdpa_params_t& p);
+// The ALiBi slopes as a [batch, 1, 1, heads_q] tensor of floats (empty without them).
+TensorView alibi_view(const evosdpa_params_t& p);
 // The fields' own rules (called by validate_common): sliding_window 0 or 1, bounds >= -1 and 0 without a
 // window, softcap finite and >= 0; a mask with a mask_type (and strides only with one), 16-bit inputs,
-// no per-sequence lengths, and a tensor's rules (pointer, alignment, non-negative strides).
+// no per-sequence lengths, and a tensor's rules (pointer, alignment, non-negative strides); ALiBi slopes
+// with 16-bit inputs, a tensor's rules, and no alibi_batch_stride without them.
 Check check_score_mod_fields(const evosdpa_params_t& p);
 // For a family that has neither: NOT_SUPPORTED (without the family's prefix) when the call asks for one.
 Check check_no_score_mods(const evosdpa_params_t& p);

@@ -79,8 +79,8 @@ Check validate_backward_params(const evosdpa_params_t& p) {
                 "forward-only");
   if (uses_score_mods(p))
     return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
-                "the backward pass has no sliding window, softcap or mask tensor: they are forward-only (sliding_window, "
-                "softcap, mask)");
+                "the backward pass has no sliding window, softcap, mask tensor or ALiBi: they are forward-only "
+                "(sliding_window, softcap, mask, alibi_slopes)");
   if (p.backward_mode != EVOSDPA_BACKWARD_DETERMINISTIC && p.backward_mode != EVOSDPA_BACKWARD_FAST)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "backward_mode " + std::to_string(static_cast<int>(p.backward_mode)) +
                                                     " is not an evosdpa_backward_mode_t value");

@@ -1,4 +1,4 @@
-// The score modifiers' fields (evosdpa.h, "Sliding window and softcap", "Mask tensors"): their own rules,
+// The score modifiers' fields (evosdpa.h, "Sliding window and softcap", "Mask tensors", "ALiBi"): their own rules,
 // and the refusal of the families and passes that do not implement them.
 #include <cmath>
 #include <string>
@@ -10,7 +10,10 @@ namespace evosdpa::detail {
 bool uses_window(const evosdpa_params_t& p) { return p.sliding_window != 0; }
 bool uses_softcap(const evosdpa_params_t& p) { return p.softcap != 0.f; }
 bool uses_mask(const evosdpa_params_t& p) { return p.mask != nullptr || p.mask_type != EVOSDPA_MASK_NONE; }
-bool uses_score_mods(const evosdpa_params_t& p) { return uses_window(p) || uses_softcap(p) || uses_mask(p); }
+bool uses_alibi(const evosdpa_params_t& p) { return p.alibi_slopes != nullptr; }
+bool uses_score_mods(const evosdpa_params_t& p) {
+  return uses_window(p) || uses_softcap(p) || uses_mask(p) || uses_alibi(p);
+}
 
 size_t mask_elem_bytes(const evosdpa_params_t& p) {
   switch (p.mask_type) {
@@ -28,7 +31,23 @@ TensorView mask_view(const evosdpa_params_t& p) {
           {p.mask_batch_stride, p.mask_head_stride, p.mask_seq_stride, 1}};
 }
 
+TensorView alibi_view(const evosdpa_params_t& p) {
+  if (!uses_alibi(p)) return {"alibi_slopes", nullptr, {0, 0, 0, 0}, {0, 0, 0, 1}};
+  return {"alibi_slopes", p.alibi_slopes, {p.batch, 1, 1, p.heads_q}, {p.alibi_batch_stride, 0, 0, 1}};
+}
+
 namespace {
+
+Check check_alibi_fields(const evosdpa_params_t& p) {
+  if (!uses_alibi(p)) {
+    if (p.alibi_batch_stride != 0)
+      return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "alibi_batch_stride is set without alibi_slopes");
+    return {};
+  }
+  if (p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "ALiBi (alibi_slopes) takes fp16 or bf16 inputs, not FP8");
+  return check_tensor(alibi_view(p), sizeof(float));
+}
 
 Check check_mask_fields(const evosdpa_params_t& p) {
   if (p.mask_type != EVOSDPA_MASK_NONE && p.mask_type != EVOSDPA_MASK_BOOL && p.mask_type != EVOSDPA_MASK_ADDITIVE)
@@ -68,7 +87,8 @@ Check check_score_mod_fields(const evosdpa_params_t& p) {
   if (!std::isfinite(p.softcap) || p.softcap < 0.f)
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softcap " + std::to_string(p.softcap) +
                                                     " is not a finite value >= 0 (0: none; c > 0: c * tanh(s / c))");
-  return check_mask_fields(p);
+  if (Check c = check_mask_fields(p); !c.ok()) return c;
+  return check_alibi_fields(p);
 }
 
 Check check_no_score_mods(const evosdpa_params_t& p) {
@@ -79,6 +99,8 @@ Check check_no_score_mods(const evosdpa_params_t& p) {
     return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a softcap is not supported (wgmma_sm90 and reference run it)");
   if (uses_mask(p))
     return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a mask tensor (mask) is not supported (wgmma_sm90 and reference run it)");
+  if (uses_alibi(p))
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "ALiBi (alibi_slopes) is not supported (wgmma_sm90 and reference run it)");
   return {};
 }
 

@@ -2,7 +2,7 @@
  * evosdpa C ABI: fused scaled-dot-product attention on NVIDIA GPUs, forward and backward.
  *
  *   O = softmax(mask(cap(scale * Q K^T) + bias)) V   (cap: optional softcap; mask: causal, sliding window,
- *   lengths, a boolean mask tensor; bias: an additive mask tensor)
+ *   lengths, a boolean mask tensor; bias: an additive mask tensor, ALiBi)
  *   backward: dQ, dK, dV from Q, K, V, O, dO and the forward's log-sum-exp
  *
  * Tensors are device pointers viewed as [batch, heads, seq, head_dim] with explicit strides in
@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define EVOSDPA_VERSION_MAJOR 0
-#define EVOSDPA_VERSION_MINOR 8
+#define EVOSDPA_VERSION_MINOR 9
 #define EVOSDPA_VERSION_PATCH 0
 
 typedef enum evosdpa_status {
@@ -193,6 +193,9 @@ typedef struct evosdpa_params {
   int64_t mask_head_stride;  /* in elements; 0 broadcasts over the query heads */
   int64_t mask_seq_stride;   /* in elements between query rows; 0 broadcasts a key mask over the queries */
   int32_t mask_type;         /* evosdpa_mask_type_t: NONE (with mask NULL), BOOL or ADDITIVE */
+  /* Since 0.9: ALiBi (see "ALiBi" below). */
+  const float* alibi_slopes;  /* NULL: none; else device float32 [batch|1, heads_q], the heads contiguous */
+  int64_t alibi_batch_stride; /* in elements between batch entries' slopes; 0: one set for every entry */
   /* New fields go here, zero meaning off/default (see above). */
 } evosdpa_params_t;
 
@@ -303,6 +306,24 @@ typedef struct evosdpa_params {
  * Served by "wgmma_sm90" (fp16 and bf16 inputs; the mask's pointer and its non-zero strides 16-byte
  *   aligned, since it copies the mask in 16-byte chunks; no sliding window or softcap with it, and a
  *   softmax_scale other than 0) and "reference" (everything above); the others refuse it (NOT_SUPPORTED).
+ */
+
+/*
+ * ALiBi (since 0.9), FlashAttention's alibi_slopes (Press et al., "Train Short, Test Long").
+ *
+ * alibi_slopes: query i of head h of batch entry b adds
+ *     -alibi_slopes[b * alibi_batch_stride + h] * |i + offset - j|
+ *   to its scaled (and softcapped) score of key j, beside an additive mask tensor; offset places the
+ *   diagonal as for the sliding window (0 with a TOP_LEFT causal mask, else seqlen_k - seqlen_q, per
+ *   sequence with cu_seqlens or seqused_k). The lse is that of the biased scores. (FlashAttention 2 with
+ *   a causal mask adds slope * j instead, which differs from this by a constant per row: the same O, its
+ *   lse larger by slope * (i + offset).) The slopes are device float32 memory the kernels read, one per
+ *   query head (heads contiguous), alibi_batch_stride (>= 0, elements) apart per batch entry, 0 for one
+ *   set shared by the batch; 4-byte aligned, not overlapping o or lse. A stride without slopes, a negative
+ *   stride or a misaligned pointer: INVALID_ARGUMENT; FP8 inputs or the backward: NOT_SUPPORTED.
+ * Served by "wgmma_sm90" (fp16 and bf16 inputs, padded or packed batches, seqused_k; no sliding window,
+ *   softcap or mask tensor with it, and a softmax_scale other than 0) and "reference" (everything above,
+ *   a page_table included); the others refuse it (NOT_SUPPORTED).
  */
 
 /*

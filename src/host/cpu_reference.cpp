@@ -50,7 +50,7 @@ Reference attention_f64(const Shape& s, const Inputs& in, int64_t row_step) {
           const float* k = &in.k[kv_index(s, b, h, j)];
           double dot = 0.0;
           for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[d]) * k[d];
-          scores[static_cast<size_t>(j)] = s.cap(dot * scale) + in.mask_bias(s, b, h, i, j);
+          scores[static_cast<size_t>(j)] = s.cap(dot * scale) + in.score_bias(s, b, h, i, j);
           mx = std::max(mx, scores[static_cast<size_t>(j)]);
         }
         if (mx == -kInf) continue;
@@ -95,7 +95,7 @@ std::vector<float> attention_fused_baseline(const Shape& s, const Inputs& in, ev
           for (int64_t d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
           sc = s.softcap > 0 ? static_cast<float>(s.softcap * std::tanh(static_cast<double>(dot * scale) / s.softcap))
                              : dot * scale;
-          sc += static_cast<float>(in.mask_bias(s, b, h, i, j));
+          sc += static_cast<float>(in.score_bias(s, b, h, i, j));
         }
         p[static_cast<size_t>(j)] = sc;
         mx = std::max(mx, sc);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace evosdpa::host {
@@ -52,9 +53,10 @@ double Shape::effective_scale() const {
   return static_cast<float>(std::isnan(scale) ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : scale);
 }
 
+int64_t Shape::diagonal(int64_t i) const { return causal == EVOSDPA_CAUSAL_TOP_LEFT ? i : i + seqlen_k - seqlen_q; }
+
 bool Shape::visible(int64_t i, int64_t j) const {
-  // The diagonal key of query i: top-left with a top-left causal mask, else bottom-right (evosdpa.h).
-  const int64_t diagonal = causal == EVOSDPA_CAUSAL_TOP_LEFT ? i : i + seqlen_k - seqlen_q;
+  const int64_t diagonal = this->diagonal(i);
   if (causal != EVOSDPA_CAUSAL_NONE && j > diagonal) return false;
   if (sliding_window) {
     if (window_left >= 0 && j < diagonal - window_left) return false;
@@ -76,11 +78,16 @@ size_t Shape::mask_index(int64_t b, int64_t h, int64_t i, int64_t j) const {
       (((mask_batch ? b : 0) * hs + (mask_heads ? h : 0)) * rs + (mask_rows ? i : 0)) * seqlen_k + j);
 }
 
-double Inputs::mask_bias(const Shape& s, int64_t b, int64_t h, int64_t i, int64_t j) const {
-  if (s.mask_type == EVOSDPA_MASK_NONE) return 0.0;
+double Inputs::alibi_slope(const Shape& s, int64_t b, int64_t h) const {
+  return alibi_slopes[static_cast<size_t>((s.alibi_batch ? b : 0) * s.heads_q + h)];
+}
+
+double Inputs::score_bias(const Shape& s, int64_t b, int64_t h, int64_t i, int64_t j) const {
+  const double alibi = s.alibi ? -alibi_slope(s, b, h) * static_cast<double>(std::llabs(s.diagonal(i) - j)) : 0.0;
+  if (s.mask_type == EVOSDPA_MASK_NONE) return alibi;
   const float x = mask[s.mask_index(b, h, i, j)];
-  if (s.mask_type == EVOSDPA_MASK_BOOL) return x != 0.f ? 0.0 : -std::numeric_limits<double>::infinity();
-  return x;
+  if (s.mask_type == EVOSDPA_MASK_BOOL) return x != 0.f ? alibi : -std::numeric_limits<double>::infinity();
+  return alibi + x;
 }
 
 namespace {
@@ -144,6 +151,16 @@ Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uin
                                                 : hidden ? -inf : round_to(dtype, bias(mask_rng));
           }
         }
+  }
+  if (s.alibi) {
+    std::mt19937_64 slope_rng(seed ^ 0x616c696269616c69ull);
+    std::uniform_real_distribution<double> factor(0.5, 1.5);
+    in.alibi_slopes.resize(static_cast<size_t>((s.alibi_batch ? s.batch : 1) * s.heads_q));
+    for (size_t at = 0; at < in.alibi_slopes.size(); ++at) {
+      const int64_t h = static_cast<int64_t>(at) % s.heads_q;
+      const double bloom = std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(s.heads_q));
+      in.alibi_slopes[at] = static_cast<float>((h % 5 == 4 ? -1.0 : 1.0) * bloom * factor(slope_rng));
+    }
   }
   if (is_fp8 && s.heads_kv > 0) {
     quantize_e4m3(in.q, in.q8, in.q_descale, s, s.heads_q, s.seqlen_q, fp8.per_head);

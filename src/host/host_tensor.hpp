@@ -36,11 +36,16 @@ struct Shape {
   // of its own; one it lacks has size 1 and is broadcast (stride 0): a key padding mask has the batch only.
   evosdpa_mask_type_t mask_type = EVOSDPA_MASK_NONE;
   bool mask_batch = true, mask_heads = true, mask_rows = true;
+  // ALiBi slopes (evosdpa.h "ALiBi"): none, or one per query head, of the batch's own (alibi_batch) or
+  // shared by it (stride 0).
+  bool alibi = false, alibi_batch = false;
   // The scale the library applies: the float the C ABI receives (softmax_scale is a float), as a double.
   double effective_scale() const;
   int64_t q_elems() const { return batch * heads_q * seqlen_q * head_dim; }
   int64_t kv_elems() const { return batch * heads_kv * seqlen_k * head_dim; }
   int64_t rows() const { return batch * heads_q * seqlen_q; }
+  // The diagonal key of query i: i with a top-left causal mask, else i + seqlen_k - seqlen_q (evosdpa.h).
+  int64_t diagonal(int64_t i) const;
   // Whether query i may attend key j (causal mask and sliding window).
   bool visible(int64_t i, int64_t j) const;
   // A scaled score after the softcap: softcap * tanh(x / softcap), or x without one.
@@ -63,8 +68,11 @@ struct Inputs {
   // With a mask tensor, its dense copy (Shape::mask_index): 1 or 0 (BOOL), or the bias, a dtype value or
   // -inf (ADDITIVE).
   std::vector<float> mask;
-  // What the mask does to the score of query i of head h and key j: 0, -inf, or the bias.
-  double mask_bias(const Shape& s, int64_t b, int64_t h, int64_t i, int64_t j) const;
+  // With ALiBi, the slopes: [batch, heads_q] (Shape::alibi_batch) or [heads_q].
+  std::vector<float> alibi_slopes;
+  double alibi_slope(const Shape& s, int64_t b, int64_t h) const;
+  // What the mask tensor and ALiBi add to the score of query i of head h and key j: 0, -inf, or a bias.
+  double score_bias(const Shape& s, int64_t b, int64_t h, int64_t i, int64_t j) const;
 };
 
 // How FP8 inputs are quantised and what such a call outputs; ignored for 16-bit inputs (whose O has
@@ -78,7 +86,8 @@ struct Fp8Setup {
 // the online softmax), V standard normal. A mask tensor (its own random stream, so the inputs of a case
 // do not depend on it) hides a quarter of the keys at random and every key of some rows (query rows
 // i % 53 == 11, or with a key mask batch entry 1): those rows get O = 0. Its biases are normal with
-// standard deviation 2, rounded to dtype. `seed` makes a run reproducible. FP8: each tensor (or each
+// standard deviation 2, rounded to dtype. ALiBi's slopes (a stream of their own too) are BLOOM's,
+// 2^(-8 (h + 1) / heads_q), times a factor from 0.5 to 1.5, negative for every fifth head. `seed` makes a run reproducible. FP8: each tensor (or each
 // (batch, K/V head) slice) is scaled so that its largest magnitude maps to 448, E4M3's largest value
 // (descale = amax / 448, PyTorch's and FlashAttention-3's recipe), and rounded to E4M3.
 Inputs random_inputs(const Shape& s, evosdpa_dtype_t dtype, double qk_sigma, uint64_t seed, Fp8Setup fp8 = {});

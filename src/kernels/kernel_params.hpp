@@ -83,6 +83,11 @@ struct KernelParams {
   const void* mask;
   evosdpa_mask_type_t mask_type;
   int64_t mask_batch_stride, mask_head_stride, mask_seq_stride;
+  // ALiBi (evosdpa.h): nullptr, or float32 slopes, head h of batch entry b at b * alibi_batch_stride + h;
+  // query i adds -slope * |i + causal_offset - j| to its scaled score of key j (causal_offset set as for
+  // a window). Read only by kernels instantiated with it (ScoreMods::kAlibi).
+  const float* alibi_slopes;
+  int64_t alibi_batch_stride;
 };
 
 }  // namespace evosdpa::detail

@@ -1,5 +1,5 @@
 // Score modifiers as compile-time features of a kernel (evosdpa.h, "Sliding window and softcap", "Mask
-// tensors"): a kernel instantiated without one carries no code and no branch for it in its loops.
+// tensors", "ALiBi"): a kernel instantiated without one carries no code and no branch for it in its loops.
 #pragma once
 
 #include "kernels/device_math.cuh"
@@ -11,7 +11,7 @@ namespace evosdpa::detail {
 // byte is 0, or add the inputs'-dtype bias to them.
 enum class MaskKind { kNone, kBool, kAdditive };
 
-template <bool kWindowOn, bool kSoftcapOn, MaskKind kMaskKind = MaskKind::kNone>
+template <bool kWindowOn, bool kSoftcapOn, MaskKind kMaskKind = MaskKind::kNone, bool kAlibiOn = false>
 struct ScoreMods {
   // Sliding window: a row sees keys diagonal - window_left .. diagonal + window_right (KernelParams);
   // work items skip the tiles before their first row's window, and the window's edges are masked.
@@ -21,13 +21,19 @@ struct ScoreMods {
   // Mask tensor: each tile's elements loaded into S before Q.K^T adds to it (so never with a softcap,
   // which goes first), the causal/window/length masks after.
   static constexpr MaskKind kMask = kMaskKind;
+  // ALiBi: -slope * |diagonal - key| added to each scaled score; like a mask tensor's bias, loaded into S
+  // before Q.K^T adds to it, so alone too.
+  static constexpr bool kAlibi = kAlibiOn;
+  static_assert(!kAlibi || (!kWindow && !kSoftcap && kMask == MaskKind::kNone), "ALiBi's kernels have it alone");
 };
 using NoMods = ScoreMods<false, false>;
 
-// Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type).
-// A mask tensor comes alone (the families' supports()): its kernels have no window or softcap.
+// Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type,
+// p.alibi_slopes). A mask tensor and ALiBi come alone (the families' supports()): their kernels have no
+// other modifier.
 template <typename F>
 decltype(auto) with_score_mods(const KernelParams& p, F&& f) {
+  if (p.alibi_slopes != nullptr) return f(ScoreMods<false, false, MaskKind::kNone, true>{});
   if (p.mask_type == EVOSDPA_MASK_BOOL) return f(ScoreMods<false, false, MaskKind::kBool>{});
   if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return f(ScoreMods<false, false, MaskKind::kAdditive>{});
   if (p.sliding_window) {

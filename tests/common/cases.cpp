@@ -38,6 +38,12 @@ Shape with_mask(Shape s, evosdpa_mask_type_t type, bool batch, bool heads, bool 
   return s;
 }
 
+Shape with_alibi(Shape s, bool per_batch) {
+  s.alibi = true;
+  s.alibi_batch = per_batch;
+  return s;
+}
+
 namespace {
 const char* causal_name(evosdpa_causal_t c) {
   return c == EVOSDPA_CAUSAL_NONE ? "full" : c == EVOSDPA_CAUSAL_TOP_LEFT ? "topleft" : "bottomright";
@@ -59,6 +65,7 @@ std::string describe(const KCase& c) {
   if (c.s.mask_type != EVOSDPA_MASK_NONE)
     o << (c.s.mask_type == EVOSDPA_MASK_BOOL ? "_boolmask" : "_biasmask") << (c.s.mask_batch ? "B" : "1")
       << (c.s.mask_heads ? "H" : "1") << (c.s.mask_rows ? "Q" : "1") << "K";
+  if (c.s.alibi) o << (c.s.alibi_batch ? "_alibiBH" : "_alibiH");
   if (c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3)
     o << "_o" << evosdpa::host::dtype_name(c.fp8.o_dtype) << (c.fp8.per_head ? "_perhead" : "_pertensor");
   return o.str();
@@ -185,6 +192,14 @@ std::vector<KCase> mask_cases() {
       cases.push_back({"keypad", with_mask(shape(3, 2, 2, 257, 1000, d, F), BOOL, true, false, false), dt});
       cases.push_back({"mask", with_mask(shape(1, 2, 2, 129, 129, d, F, -0.2), ADD), dt, Layout::Padded});
       cases.push_back({"biggrid", with_mask(shape(4, 16, 16, 1100, 1100, d, TL), ADD, true, false), dt, L, 1.0, true, 29});
+      // ALiBi: GQA without a causal mask (bottom-right diagonal, Lq < Lk, head 4's slope negative), per
+      // batch entry with a top-left causal mask (odd), bottom-right with Lq > Lk (rows that see no key),
+      // BSHD with a negative scale, and a grid of several items per CTA.
+      cases.push_back({"alibi", with_alibi(shape(2, 8, 2, 300, 700, d, F)), dt});
+      cases.push_back({"alibi", with_alibi(shape(3, 5, 5, 333, 333, d, TL), true), dt, L, 2.0});
+      cases.push_back({"alibi", with_alibi(shape(1, 4, 4, 700, 300, d, BR)), dt});
+      cases.push_back({"alibi", with_alibi(shape(1, 2, 2, 129, 200, d, F, -0.2), true), dt, Layout::BSHD});
+      cases.push_back({"biggrid", with_alibi(shape(4, 16, 16, 1100, 1100, d, BR), true), dt, Layout::Padded, 1.0, true, 29});
     }
   return cases;
 }

@@ -42,6 +42,9 @@ evosdpa::host::Shape with_mods(evosdpa::host::Shape s, int64_t window_left, int6
 evosdpa::host::Shape with_mask(evosdpa::host::Shape s, evosdpa_mask_type_t type, bool batch = true, bool heads = true,
                                bool rows = true);
 
+// `s` with ALiBi slopes, per batch entry (`per_batch`) or shared by the batch.
+evosdpa::host::Shape with_alibi(evosdpa::host::Shape s, bool per_batch = false);
+
 // A unique, test-name-safe description of a case.
 std::string describe(const KCase& c);
 
@@ -51,6 +54,7 @@ std::vector<KCase> all_cases();
 // 16-bit inputs: the cases of the kernels that have them (evosdpa.h, "Sliding window and softcap"). And
 // mask tensors (evosdpa.h, "Mask tensors"): boolean and additive, each dimension broadcast or not (a key
 // padding mask among them), rows and a batch entry that see no key, with each causal mask, GQA, BSHD.
+// And ALiBi (evosdpa.h, "ALiBi"): slopes per head or per batch entry, each diagonal, a negative slope.
 std::vector<KCase> mask_cases();
 
 // GoogleTest prints a parameter with this (instead of its bytes).

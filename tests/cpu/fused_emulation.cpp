@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <thread>
 
@@ -55,10 +56,15 @@ void for_checked_rows(const Shape& s, int64_t row_step, F body) {
   for (auto& t : pool) t.join();
 }
 
-// The mask tensor's effect on key j of a row (0 without one); with MaskShifted planted, read one key over.
+// The mask tensor's and ALiBi's effect on key j of a row (0 without them); with MaskShifted planted, read
+// one key over; with AlibiWrongHead, ALiBi with the next head's slope.
 double row_mask_bias(const Shape& s, const Expected& e, int64_t row, int64_t j, Bug bug = Bug::None) {
   if (bug == Bug::MaskShifted) j = j + 1 < s.seqlen_k ? j + 1 : j - 1;
-  return e.in.mask_bias(s, row / (s.heads_q * s.seqlen_q), row / s.seqlen_q % s.heads_q, row % s.seqlen_q, j);
+  const int64_t b = row / (s.heads_q * s.seqlen_q), h = row / s.seqlen_q % s.heads_q, i = row % s.seqlen_q;
+  const double bias = e.in.score_bias(s, b, h, i, j);
+  if (bug != Bug::AlibiWrongHead || !s.alibi) return bias;
+  const double distance = static_cast<double>(std::llabs(s.diagonal(i) - j));
+  return bias + (e.in.alibi_slope(s, b, h) - e.in.alibi_slope(s, b, (h + 1) % s.heads_q)) * distance;
 }
 
 // Exact softmax weights of one row over the keys `sees` admits (0 for the others).
@@ -103,6 +109,7 @@ const char* bug_name(Bug b) {
     case Bug::RowMaskOffBy1: return "row_mask_off_by_one";
     case Bug::KeyDropped: return "key_dropped";
     case Bug::MaskShifted: return "mask_shifted";
+    case Bug::AlibiWrongHead: return "alibi_wrong_head";
   }
   return "?";
 }

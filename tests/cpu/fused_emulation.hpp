@@ -17,11 +17,12 @@ enum class Bug {
   Scale2Pct,     // softmax scale 2% too large
   RowMaskOffBy1, // one query row's mask limit off by one (sees one key too many, or one too few)
   KeyDropped,    // one key skipped by every row
-  MaskShifted,   // the mask tensor read one key over (key j + 1's element for key j; the last key's j - 1)
+  MaskShifted,   // the mask tensor and ALiBi read one key over (key j + 1's bias for key j; the last key's j - 1)
+  AlibiWrongHead,  // ALiBi with the next query head's slope (head (h + 1) % heads_q)
 };
 const char* bug_name(Bug b);
 inline constexpr Bug kBugs[] = {Bug::HalfRescale, Bug::Scale2Pct, Bug::RowMaskOffBy1, Bug::KeyDropped,
-                                Bug::MaskShifted};
+                                Bug::MaskShifted, Bug::AlibiWrongHead};
 
 // Where a bug sits: the query row (b * Hq + h) * Lq + i of RowMaskOffBy1, the key of KeyDropped.
 struct Site {

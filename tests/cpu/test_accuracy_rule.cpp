@@ -33,7 +33,8 @@ uint64_t seed_base() {
 bool can_change(Bug bug, const KCase& c) {
   if (c.s.seqlen_k == 0) return false;  // no key to mis-handle: O = 0, lse = -inf whatever the bug
   if (bug == Bug::Scale2Pct) return c.s.effective_scale() != 0.0;
-  if (bug == Bug::MaskShifted) return c.s.mask_type != EVOSDPA_MASK_NONE && c.s.seqlen_k > 1;
+  if (bug == Bug::MaskShifted) return (c.s.mask_type != EVOSDPA_MASK_NONE || c.s.alibi) && c.s.seqlen_k > 1;
+  if (bug == Bug::AlibiWrongHead) return c.s.alibi && c.s.heads_q > 1 && c.s.seqlen_k > 1;
   return true;
 }
 

@@ -144,6 +144,54 @@ TEST(MaskTensor, BadFieldsAreRefusedByName) {
   refused(p, EVOSDPA_ERROR_NOT_SUPPORTED, "FP8");
 }
 
+evosdpa_params_t with_alibi(int64_t batch_stride) {
+  auto p = valid_params();  // [2, 8, 512, 512]
+  p.alibi_slopes = reinterpret_cast<const float*>(uintptr_t{0x50000000});
+  p.alibi_batch_stride = batch_stride;
+  return p;
+}
+
+TEST(Alibi, ValidFieldsPassAndReachTheKernels) {
+  for (int64_t stride : {0, 8, 11}) {  // shared by the batch; [B, Hq]; batch entries further apart
+    auto p = with_alibi(stride);
+    EXPECT_TRUE(validate_params(p).ok()) << validate_params(p).message;
+    KernelParams k = make_kernel_params(p);
+    EXPECT_EQ(k.alibi_slopes, p.alibi_slopes);
+    EXPECT_EQ(k.alibi_batch_stride, stride);
+  }
+  // The diagonal as a window's: bottom-right without a causal mask, top-left with a top-left one.
+  auto p = with_alibi(0);
+  p.seqlen_q = 100;
+  evosdpa_params_set_bhsd_strides(&p);
+  EXPECT_EQ(make_kernel_params(p).causal_offset, 412);
+  EXPECT_TRUE(make_kernel_params(p).causal_bottom_right);
+  p.causal = EVOSDPA_CAUSAL_TOP_LEFT;
+  EXPECT_EQ(make_kernel_params(p).causal_offset, 0);
+  EXPECT_EQ(make_kernel_params(valid_params()).alibi_slopes, nullptr);
+}
+
+TEST(Alibi, BadFieldsAreRefusedByName) {
+  const auto refused = [](const evosdpa_params_t& p, evosdpa_status_t status, const std::string& word) {
+    const Check c = validate_params(p);
+    EXPECT_EQ(c.status, status) << c.message;
+    EXPECT_NE(c.message.find(word), std::string::npos) << c.message;
+  };
+  auto p = valid_params();
+  p.alibi_batch_stride = 8;  // a stride without slopes: never silently ignored
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "alibi_batch_stride");
+  refused(with_alibi(-8), EVOSDPA_ERROR_INVALID_ARGUMENT, "alibi_slopes batch stride");
+  p = with_alibi(8);
+  p.alibi_slopes = reinterpret_cast<const float*>(uintptr_t{0x50000002});
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "alibi_slopes is not aligned");
+  p = with_alibi(8);
+  p.lse = const_cast<float*>(p.alibi_slopes);  // the lse written over the slopes
+  refused(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "alibi_slopes");
+  p = with_alibi(0);
+  p.dtype = EVOSDPA_DTYPE_FLOAT8_E4M3;
+  p.q_descale = p.k_descale = p.v_descale = reinterpret_cast<const float*>(uintptr_t{0x70000000});
+  refused(p, EVOSDPA_ERROR_NOT_SUPPORTED, "FP8");
+}
+
 TEST(ScoreMods, HopperTakesItsTwoConsumerRowsUnsplit) {
   using namespace evosdpa::detail::wgmma_sm90;
   for (int d : {64, 128})

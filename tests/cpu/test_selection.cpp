@@ -107,6 +107,35 @@ TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
   EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "reference");
 }
 
+// ALiBi (evosdpa.h): the same, and on Hopper the reference kernel for what wgmma_sm90 does not take:
+// ALiBi with a window, softcap or mask tensor, or with a zero scale.
+TEST(Selection, AlibiRunsOnlyOnTheKernelsWithIt) {
+  auto p = valid_params();
+  p.alibi_slopes = reinterpret_cast<const float*>(uintptr_t{0x50000004});  // floats: 4-byte alignment is enough
+  DeviceInfo h100 = device(9, 0);
+  h100.sm_count = 132;
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
+    for (const char* k : {"mma_sm80", "splitkv_sm80"}) {
+      const Selection s = select_any_arch(p, dev, k);
+      EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << ": " << s.check.message;
+      EXPECT_NE(s.check.message.find("ALiBi"), std::string::npos) << s.check.message;
+    }
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "reference");
+  }
+  auto unscaled = p;
+  unscaled.softmax_scale = 0.f;
+  EXPECT_EQ(name_of(select_any_arch(unscaled, h100, "auto")), "reference");
+  auto capped = p;
+  capped.softcap = 30.f;
+  EXPECT_EQ(name_of(select_any_arch(capped, h100, "auto")), "reference");
+  EXPECT_NE(select_any_arch(capped, h100, "wgmma_sm90").check.message.find("ALiBi with"), std::string::npos);
+  auto masked = p;
+  masked.mask = reinterpret_cast<const void*>(uintptr_t{0x60000000});
+  masked.mask_type = EVOSDPA_MASK_BOOL;
+  masked.mask_seq_stride = 512;
+  EXPECT_EQ(name_of(select_any_arch(masked, h100, "auto")), "reference");
+}
+
 TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
     for (int64_t d : {64, 128}) {

@@ -189,6 +189,19 @@ DeviceProblem::DeviceProblem(const Shape& s, evosdpa_dtype_t dtype, Layout layou
     params_.mask_head_stride = ms.head;
     params_.mask_seq_stride = ms.seq;
   }
+  if (s.alibi) {
+    // Per batch entry heads_q + 3 floats apart (a stride the kernels must honour), or one set (stride 0).
+    const int64_t stride = s.alibi_batch ? s.heads_q + 3 : 0, sets = s.alibi_batch ? s.batch : 1;
+    std::vector<float> slopes(static_cast<size_t>((sets - 1) * stride + s.heads_q), 1e4f);
+    for (int64_t b = 0; b < sets; ++b)
+      for (int64_t h = 0; h < s.heads_q; ++h)
+        slopes[static_cast<size_t>(b * stride + h)] = static_cast<float>(in.alibi_slope(s, b, h));
+    alibi_ = DeviceBuffer(slopes.size() * 4);
+    if (cudaMemcpy(alibi_.ptr, slopes.data(), alibi_.bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+      throw std::runtime_error("ALiBi slopes upload failed");
+    params_.alibi_slopes = static_cast<const float*>(alibi_.ptr);
+    params_.alibi_batch_stride = stride;
+  }
   const Strides sq = strides_for(layout, s.heads_q, s.seqlen_q, s.head_dim);
   const Strides sk = strides_for(layout, s.heads_kv, s.seqlen_k, s.head_dim);
   params_.q_batch_stride = params_.o_batch_stride = sq.batch;

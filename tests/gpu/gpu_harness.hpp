@@ -84,6 +84,7 @@ class DeviceProblem {
   DeviceBuffer q_, k_, v_, o_, lse_;
   DeviceBuffer q_descale_, k_descale_, v_descale_;  // FP8 inputs only
   DeviceBuffer mask_;                               // a mask tensor's elements, rows padded (mask_strides)
+  DeviceBuffer alibi_;                              // ALiBi's slopes, batch entries heads_q + 3 apart
   evosdpa_params_t params_;
 };
 

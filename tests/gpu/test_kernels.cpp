@@ -88,17 +88,23 @@ INSTANTIATE_TEST_SUITE_P(Masks, KernelVsCpu, ::testing::ValuesIn(params_for_mask
                                   std::to_string(info.index);
                          });
 
-// The first of mask_cases() with a mask tensor.
+// The first of mask_cases() with a mask tensor, and with ALiBi.
 KCase first_mask_tensor_case() {
   for (const KCase& c : mask_cases())
     if (c.s.mask_type != EVOSDPA_MASK_NONE) return c;
   throw std::logic_error("mask_cases() has no mask tensor");
 }
+KCase first_alibi_case() {
+  for (const KCase& c : mask_cases())
+    if (c.s.alibi) return c;
+  throw std::logic_error("mask_cases() has no ALiBi");
+}
 
-// The kernels without them refuse a window, a softcap or a mask tensor by name (never a result that
-// ignores them), as does the backward pass; "auto" picks the Hopper kernel on Hopper.
+// The kernels without them refuse a window, a softcap, a mask tensor or ALiBi by name (never a result
+// that ignores them), as does the backward pass; "auto" picks the Hopper kernel on Hopper.
 TEST(Masks, KernelsWithoutThemRefuse) {
-  for (const KCase& c : {mask_cases()[0], mask_cases()[8], first_mask_tensor_case()}) {  // a window; a softcap; a mask
+  // a window; a softcap; a mask; ALiBi
+  for (const KCase& c : {mask_cases()[0], mask_cases()[8], first_mask_tensor_case(), first_alibi_case()}) {
     const Expected& e = expected_for(c);
     DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
     const auto params = prob.params();
@@ -118,7 +124,8 @@ TEST(Masks, KernelsWithoutThemRefuse) {
 }
 
 // What wgmma_sm90 does not take, "auto" gives to the reference kernel, which computes it: a mask tensor
-// whose pointer is not aligned to an element pair, and a mask tensor with a window and a softcap.
+// whose pointer is not aligned to an element pair, a mask tensor with a window and a softcap, and ALiBi
+// with all three.
 TEST(Masks, WhatWgmmaRefusesGoesToTheReference) {
   int device = 0, major = 0;
   CUDA_OK(cudaGetDevice(&device));
@@ -136,22 +143,27 @@ TEST(Masks, WhatWgmmaRefusesGoesToTheReference) {
     ASSERT_EQ(evosdpa_supports(&params, nullptr, &selected), EVOSDPA_SUCCESS) << evosdpa_last_error_message();
     EXPECT_STREQ(selected, "reference");
   }
-  KCase c{"maskmods", with_mods(with_mask(shape(2, 4, 2, 300, 333, 128, EVOSDPA_CAUSAL_BOTTOM_RIGHT),
-                                          EVOSDPA_MASK_ADDITIVE, true, false),
-                                100, -1, 30),
-          EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, 4.0};
-  const Expected& e = expected_for(c);
-  DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
-  const auto params = prob.params();
-  EXPECT_EQ(evosdpa::attention_forward(params, nullptr, "wgmma_sm90").status, EVOSDPA_ERROR_NOT_SUPPORTED);
-  const char* selected = nullptr;
-  ASSERT_EQ(evosdpa_supports(&params, nullptr, &selected), EVOSDPA_SUCCESS) << evosdpa_last_error_message();
-  EXPECT_STREQ(selected, "reference") << (major == 9 ? "on Hopper too" : "");
-  ASSERT_TRUE(evosdpa::attention_forward(params, nullptr, "auto").ok());
-  CUDA_OK(cudaDeviceSynchronize());
-  const std::vector<float> out = prob.output(), lse = prob.lse();
-  const Verdict v = check_attention(c.s, c.dtype, e, out, &lse);
-  EXPECT_TRUE(v.pass) << v.message << " (EVOSDPA_TEST_SEED=" << run_seed() << ")";
+  const auto together = [](bool alibi) {
+    const Shape s = with_mods(with_mask(shape(2, 4, 2, 300, 333, 128, EVOSDPA_CAUSAL_BOTTOM_RIGHT),
+                                        alibi ? EVOSDPA_MASK_BOOL : EVOSDPA_MASK_ADDITIVE, true, false),
+                              100, -1, 30);
+    return KCase{alibi ? "alibimods" : "maskmods", alibi ? with_alibi(s, true) : s, EVOSDPA_DTYPE_BFLOAT16,
+                 Layout::BHSD, 4.0};
+  };
+  for (const KCase& c : {together(false), together(true)}) {
+    const Expected& e = expected_for(c);
+    DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
+    const auto params = prob.params();
+    EXPECT_EQ(evosdpa::attention_forward(params, nullptr, "wgmma_sm90").status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    const char* selected = nullptr;
+    ASSERT_EQ(evosdpa_supports(&params, nullptr, &selected), EVOSDPA_SUCCESS) << evosdpa_last_error_message();
+    EXPECT_STREQ(selected, "reference") << (major == 9 ? "on Hopper too" : "");
+    ASSERT_TRUE(evosdpa::attention_forward(params, nullptr, "auto").ok());
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<float> out = prob.output(), lse = prob.lse();
+    const Verdict v = check_attention(c.s, c.dtype, e, out, &lse);
+    EXPECT_TRUE(v.pass) << describe(c) << ": " << v.message << " (EVOSDPA_TEST_SEED=" << run_seed() << ")";
+  }
 }
 
 // One run, then 99 more from poisoned outputs: O and lse bitwise equal each time.

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -39,7 +40,9 @@ struct VarlenCase {
   bool window = false;
   int window_left = 0, window_right = 0;
   float softcap = 0;
-  bool score_mods() const { return window || softcap > 0; }
+  // ALiBi slopes of the sequences' own, [B, Hq] (evosdpa.h "ALiBi"), diagonals per sequence.
+  bool alibi = false;
+  bool score_mods() const { return window || softcap > 0 || alibi; }
 };
 
 // Storage no correct kernel reads: padding rows and the rows past the totals.
@@ -62,6 +65,13 @@ class VarlenProblem {
       v_[b].resize(k_[b].size());
       for (auto* t : {&q_[b], &k_[b], &v_[b]})
         for (float& x : *t) x = round_to(c.dtype, normal(rng));
+    }
+    if (c.alibi) {  // BLOOM's slopes scaled per sequence, one head negative
+      slopes_.resize(B * c.heads_q);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < c.heads_q; ++h)
+          slopes_[b * c.heads_q + h] = static_cast<float>((h == 1 ? -0.5 : 1.0 + 0.25 * static_cast<double>(b)) *
+                                                          std::exp2(-8.0 * static_cast<double>(h + 1) / c.heads_q));
     }
     upload_all();
   }
@@ -99,6 +109,10 @@ class VarlenProblem {
     p.window_left = c_.window_left;
     p.window_right = c_.window_right;
     p.softcap = c_.softcap;
+    if (c_.alibi) {
+      p.alibi_slopes = static_cast<const float*>(slopes_dev_.ptr);
+      p.alibi_batch_stride = c_.heads_q;
+    }
     return p;
   }
 
@@ -133,9 +147,11 @@ class VarlenProblem {
       s.window_left = c_.window ? c_.window_left : -1;
       s.window_right = c_.window ? c_.window_right : -1;
       s.softcap = c_.softcap;
+      s.alibi = c_.alibi;
       if (Lq > 0) {
         Inputs in;
         in.q = q_[b];
+        if (c_.alibi) in.alibi_slopes.assign(slopes_.begin() + b * Hq, slopes_.begin() + (b + 1) * Hq);
         in.k.resize(Hkv * Lk * D);
         in.v.resize(in.k.size());
         for (int64_t h = 0; h < Hkv; ++h)
@@ -211,12 +227,17 @@ class VarlenProblem {
     upload_ints(cu_q_, offsets(c_.lens_q));
     upload_ints(cu_k_, offsets(lens_k_));
     if (!c_.seqused.empty()) upload_ints(seqused_, std::vector<int32_t>(c_.seqused.begin(), c_.seqused.end()));
+    if (c_.alibi) {
+      slopes_dev_ = DeviceBuffer(slopes_.size() * 4);
+      ASSERT_EQ(cudaMemcpy(slopes_dev_.ptr, slopes_.data(), slopes_.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    }
   }
 
   VarlenCase c_;
   std::vector<int> lens_k_;
   std::vector<std::vector<float>> q_, k_, v_;
-  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_, cu_k_, seqused_;
+  std::vector<float> slopes_;
+  DeviceBuffer q_dev_, k_dev_, v_dev_, o_dev_, lse_dev_, cu_q_, cu_k_, seqused_, slopes_dev_;
 };
 
 const auto F16 = EVOSDPA_DTYPE_FLOAT16;
@@ -257,6 +278,12 @@ std::vector<VarlenCase> varlen_cases() {
       {"softcap_seqused", F16, 128, 4, 2, {50, 200}, {500, 40}, true, true, BR, false, {300, 100}, false, 0, 0, 30},
       {"window_both_sides_padded_k", BF16, 128, 4, 2, {1, 100, 256}, {256, 256, 256}, true, false, NONE, false, {},
        true, 20, 30},
+      // ALiBi per sequence: diagonals bottom-right per sequence (no causal mask, Lq != Lk), top-left, with
+      // seqused_k.
+      {"alibi_q_ne_k", F16, 128, 8, 2, {300, 0, 1, 700, 77}, {900, 5, 1, 650, 77}, true, true, NONE, false, {}, false,
+       0, 0, 0, true},
+      {"alibi_tl", BF16, 64, 4, 4, {129, 3, 200}, {200, 3, 129}, true, true, TL, false, {}, false, 0, 0, 0, true},
+      {"alibi_seqused", F16, 64, 4, 2, {50, 200}, {500, 40}, true, true, BR, false, {300, 100}, false, 0, 0, 0, true},
   };
 }
 
@@ -287,7 +314,7 @@ TEST_P(Varlen, MatchesFloat64PerSequence) {
   std::vector<float> o, lse;
   const evosdpa::Result r = prob.run(counter ? ws.attach(prob.params()) : prob.params(), kernel, o, lse);
   if (unsupported_device(r)) GTEST_SKIP() << r.message;
-  if (c.score_mods() && kernel == "mma_sm80") {  // it has neither a window nor a softcap: refused, by name
+  if (c.score_mods() && kernel == "mma_sm80") {  // it has no window, softcap or ALiBi: refused, by name
     EXPECT_EQ(r.status, EVOSDPA_ERROR_NOT_SUPPORTED) << what << ": " << r.message;
     return;
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The C++ package, end to end, as a user sees it (no GPU needed):
 #   install  `cmake --install BUILD_DIR --prefix TMP`, then build tests/package/consumer against it with
-#            find_package(evosdpa 0.8 REQUIRED) (a C++-only project), link and run both consumers;
+#            find_package(evosdpa 0.9 REQUIRED) (a C++-only project), link and run both consumers;
 #   subdir   build the same consumer with add_subdirectory(SOURCE_DIR) and CMAKE_CUDA_ARCHITECTURES=90,
 #            which compiles the library itself (only the library: the consumer builds nothing else).
 # Usage: tests/package/run.sh SOURCE_DIR BUILD_DIR [install|subdir|all]   (default: all)
@@ -34,7 +34,7 @@ run_consumers() {  # BUILD_DIR: run both consumers, show their output
 }
 
 if [ "$mode" = install ] || [ "$mode" = all ]; then
-  echo "=== install: cmake --install into $tmp/prefix, then find_package(evosdpa 0.8)"
+  echo "=== install: cmake --install into $tmp/prefix, then find_package(evosdpa 0.9)"
   cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log"
   for f in include/evosdpa/evosdpa.h include/evosdpa/evosdpa.hpp; do
     [ -f "$tmp/prefix/$f" ] || { echo "missing from the install: $f" >&2; exit 1; }
@@ -59,14 +59,14 @@ if [ "$mode" = install ] || [ "$mode" = all ]; then
   run_consumers "$tmp/consumer-install"
   # 0.x: another minor version is not compatible (evosdpaConfigVersion.cmake, SameMinorVersion).
   mkdir -p "$tmp/wrong-version"
-  printf 'cmake_minimum_required(VERSION 3.25)\nproject(v LANGUAGES NONE)\nfind_package(evosdpa 0.9 REQUIRED)\n' \
+  printf 'cmake_minimum_required(VERSION 3.25)\nproject(v LANGUAGES NONE)\nfind_package(evosdpa 0.10 REQUIRED)\n' \
     >"$tmp/wrong-version/CMakeLists.txt"
   if cmake -S "$tmp/wrong-version" -B "$tmp/wrong-version/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
        >"$tmp/wrong-version.log" 2>&1; then
-    echo "find_package(evosdpa 0.9) accepted the installed 0.8 package" >&2
+    echo "find_package(evosdpa 0.10) accepted the installed 0.9 package" >&2
     exit 1
   fi
-  echo "ok: find_package(evosdpa 0.9) refuses the 0.8 package"
+  echo "ok: find_package(evosdpa 0.10) refuses the 0.9 package"
 fi
 
 if [ "$mode" = subdir ] || [ "$mode" = all ]; then

@@ -107,11 +107,15 @@ __global__ void reference_kernel(const KernelParams p) {
   if (mask_row != nullptr)
     mask_row += (b * p.mask_batch_stride + h * p.mask_head_stride + i * p.mask_seq_stride) *
                 (p.mask_type == EVOSDPA_MASK_BOOL ? 1 : static_cast<int64_t>(sizeof(T)));
-  // The scaled score of key j, softcapped (tanhf: exact to a few ulp, as the reference should be), then
-  // masked or biased by the mask tensor.
+  // ALiBi's slope for the row's head (0 without: no bias).
+  const float alibi_slope = p.alibi_slopes != nullptr ? p.alibi_slopes[b * p.alibi_batch_stride + h] : 0.f;
+  // The scaled score of key j, softcapped (tanhf: exact to a few ulp, as the reference should be), ALiBi's
+  // bias added, then masked or biased by the mask tensor.
   const auto scaled = [&](int64_t k_off, int j) {
     const float x = p.scale * score(q, k_head + k_off, k_descale, head_dim, lane);
-    const float capped = p.softcap > 0.f ? p.softcap * tanhf(x / p.softcap) : x;
+    float capped = p.softcap > 0.f ? p.softcap * tanhf(x / p.softcap) : x;
+    if (p.alibi_slopes != nullptr)
+      capped -= alibi_slope * static_cast<float>(llabs(static_cast<long long>(i) + seq.causal_offset - j));
     if (p.mask_type == EVOSDPA_MASK_BOOL) return mask_row[j] != 0 ? capped : -INFINITY;
     if constexpr (!std::is_same_v<T, __nv_fp8_e4m3>)  // validation: no mask with FP8 inputs
       if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return capped + to_float(reinterpret_cast<const T*>(mask_row)[j]);

@@ -28,6 +28,7 @@
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_epilogue.cuh"
+#include "kernels/wgmma/wgmma_alibi.cuh"
 #include "kernels/wgmma/wgmma_mask.cuh"
 #include "kernels/wgmma/wgmma_merge.cuh"
 #include "kernels/wgmma/wgmma_ops.cuh"
@@ -468,7 +469,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 
   wgmma_commit();
 }
 
-// Mask S_j (softcapped first with Mods::kSoftcap; a mask tensor is in S already, MaskTile::preload) and
+// Mask S_j (softcapped first with Mods::kSoftcap; a mask tensor's or ALiBi's bias is in S already: MaskTile,
+// AlibiTile) and
 // run its softmax in the log2 domain (O's rescale is left to the caller). scale_log2: the scores' scale
 // times log2(e) (with FP8 inputs times q_descale * k_descale). A tile needs the mask when a key of it lies
 // past the sequence's end or outside some row's causal or window bounds (the warpgroup's rows row0 ..
@@ -637,8 +639,11 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float sc[BN / 2];
   uint32_t pa[kPSteps<T, BN>][4];
   using Mask = MaskTile<T, BN, Mods::kMask>;  // the mask tensor's tiles, staged a tile ahead
-  static_assert(!(Mask::kPreloads && Mods::kSoftcap), "a bias goes after the softcap: no preload with one");
+  using Alibi = AlibiTile<BN, Mods::kAlibi>;  // or ALiBi's bias (ScoreMods: never both)
+  constexpr bool kPreloaded = Mask::kPreloads || Alibi::kPreloads;  // S = Q.K^T adds to a bias
+  static_assert(!(kPreloaded && Mods::kSoftcap), "a bias goes after the softcap: no preload with one");
   Mask mt(sm.mask_stage(consumer, warp, Mask::kWarpBytes), lane);
+  const Alibi alibi(p, w, row_lo, lane, scale_log2);
   const int warp_row0 = row0 + 16 * warp;  // the warp's 16 rows
   // A preloaded mask in raw score units (supports(): scale != 0): a bias over the scale, a hidden key at
   // -inf, or at +inf for a negative scale (scores_to_probs multiplies by it first).
@@ -661,11 +666,12 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   int c = tiles + run.tile(0);  // ring position of the tile
   mt.load(p, w, key0 + run.tile(0) * BN, warp_row0, one_row);
   mt.preload(sc, mask_inv_scale, mask_hidden, one_row);
+  alibi.preload(sc, key0 + run.tile(0) * BN);
   if (run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0, one_row);
   named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
-  issue_qk<T, kIndex>(sc, q_desc, sm.k(c % kStages), Mask::kPreloads);
+  issue_qk<T, kIndex>(sc, q_desc, sm.k(c % kStages), kPreloaded);
   if (!keep(run.tile(0))) named_arrive(next_turn);
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
@@ -678,11 +684,12 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     c = tiles + j;
     const int s = c % kStages;
     mt.preload(sc, mask_inv_scale, mask_hidden, one_row);  // sc is free: P_{j-1} is in the fragments
+    alibi.preload(sc, key0 + j * BN);
     if (k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0, one_row);
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
-    issue_qk<T, kIndex>(sc, q_desc, sm.k(s), Mask::kPreloads);
+    issue_qk<T, kIndex>(sc, q_desc, sm.k(s), kPreloaded);
     mbar_wait(sm.pv_full(prev), prev_phase);
     issue_pv<T, kIndex>(o, pa, sm.pv_tile(prev));
     if (!keep(j)) named_arrive(next_turn);

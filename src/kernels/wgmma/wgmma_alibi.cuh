@@ -1,0 +1,45 @@
+// ALiBi's bias for a consumer thread's positions of S (evosdpa.h, "ALiBi"): -slope * |diagonal - key|,
+// written into S's accumulators in raw score units before S = Q.K^T adds to them (wgmma's accumulate), as
+// a mask tensor's bias is (wgmma_mask.cuh), so that its work runs before the warpgroup's turn, off the
+// softmax's path. Without ALiBi it has no state and its calls compile to nothing.
+#pragma once
+
+#include "kernels/kernel_params.hpp"
+#include "kernels/rtc_std.hpp"
+#include "kernels/wgmma/wgmma_scheduler.cuh"
+
+namespace evosdpa::detail::wgmma_sm90 {
+
+template <int kBlockN, bool kOn>
+struct AlibiTile {
+  static constexpr bool kPreloads = false;
+  __device__ AlibiTile(const KernelParams&, const Work&, int, int, float) {}
+  __device__ __forceinline__ void preload(float (&)[kBlockN / 2], int) const {}
+};
+
+template <int kBlockN>
+struct AlibiTile<kBlockN, true> {
+  static constexpr bool kPreloads = true;
+  float slope;        // -slope / scale: the bias per key of distance in raw score units (supports(): scale != 0)
+  float diagonal[2];  // the thread's rows' diagonals (row_lo, row_lo + 8) less its first column in a tile
+
+  // Distances are whole numbers, exact in float up to 2^24 keys.
+  __device__ AlibiTile(const KernelParams& p, const Work& w, int row_lo, int lane, float scale_log2)
+      : slope(-p.alibi_slopes[w.batch * p.alibi_batch_stride + w.head] * 1.4426950408889634f / scale_log2) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      diagonal[r] = static_cast<float>(row_lo + 8 * r + w.causal_offset - 2 * (lane & 3));
+  }
+
+  // S's accumulators for the tile of keys key0 ..: element i (row g + 8 ((i >> 1) & 1), column
+  // 8 (i >> 2) + 2 (lane % 4) + (i & 1)) gets slope * |diagonal - key0 - column|: one FADD and one FMUL
+  // with |.| per score.
+  __device__ __forceinline__ void preload(float (&s)[kBlockN / 2], int key0) const {
+    const float d[2] = {diagonal[0] - static_cast<float>(key0), diagonal[1] - static_cast<float>(key0)};
+#pragma unroll
+    for (int i = 0; i < kBlockN / 2; ++i)
+      s[i] = slope * fabsf(d[(i >> 1) & 1] - static_cast<float>(8 * (i >> 2) + (i & 1)));
+  }
+};
+
+}  // namespace evosdpa::detail::wgmma_sm90
