@@ -1,4 +1,4 @@
-"""Sliding windows, softcaps and mask tensors (issue 13): what each costs or saves against the same call
+"""Sliding windows, softcaps, mask tensors and ALiBi (issue 13): what each costs or saves against the same call
 without it, and FlashAttention's flash_attn_func with the same window and softcap where it imports.
 
     python3 bench/masks_bench.py --json masks.json
@@ -10,7 +10,7 @@ L = 8k with a window of (2048, 2048); a softcap of 50 (Gemma 2) at L = 4k and 8k
 with a window of 4096 (Gemma 2's local layers); mask tensors at L = 4k (issue 13's target: at most 25% over
 the plain call): boolean and additive [B, 1, L, L] (transformers' padding masks), additive [1, 1, L, L],
 a key padding mask [B, 1, 1, L], and a mask of its own per head [B, H, L, L] (2 GB read per call: the
-worst case, not the target's). Each call is timed with CUDA events after warm-up, median
+worst case, not the target's); ALiBi with BLOOM's slopes per head at L = 4k and 8k, causal and not. Each call is timed with CUDA events after warm-up, median
 of --iters runs (bench/decode_bench.py's Timer, no L2 flush: these calls read far more than L2 holds), and
 reported as time and as TFLOP/s of the dense work (4 B H Lq Lk D, halved with a causal mask, as the fa3 grid
 counts it) next to the time ratio against the point's plain call. Every evosdpa result is first checked
@@ -46,7 +46,15 @@ POINTS = [
     ("causal 8k", 2, 16, 8192, True, None, 0.0, None),
     ("causal 8k softcap 50", 2, 16, 8192, True, None, 50.0, None),
     ("causal 8k window 4096 softcap 50", 2, 16, 8192, True, (4095, -1), 50.0, None),
+    ("full 4k alibi", 4, 16, 4096, False, None, 0.0, ("alibi", "H")),
+    ("causal 4k alibi", 4, 16, 4096, True, None, 0.0, ("alibi", "H")),
+    ("causal 8k alibi", 2, 16, 8192, True, None, 0.0, ("alibi", "H")),
 ]
+
+
+def bloom_slopes(torch, h):
+    """ALiBi's slopes of BLOOM (Press et al.): 2^(-8 (i + 1) / h) for head i, float32 on the GPU."""
+    return torch.exp2(-8.0 * torch.arange(1, h + 1, dtype=torch.float64) / h).float().cuda()
 
 
 def make_mask_tensor(torch, spec, b, h, length, dtype, gen):
@@ -77,13 +85,17 @@ def mask_of(torch, lq, lk, causal, window, device):
     return m
 
 
-def check(torch, out, q, k, v, causal, window, softcap, tensor=None):
+def check(torch, out, q, k, v, causal, window, softcap, tensor=None, slopes=None):
     """max |O - O_math| over a sample of heads and rows (float32 math on the same inputs)."""
     rows = slice(0, q.shape[2], max(1, q.shape[2] // 512))
     qs, ks, vs = q[:1, :2, rows].float(), k[:1, :2].float(), v[:1, :2].float()
     s = (qs @ ks.transpose(-1, -2)) / D ** 0.5
     if softcap:
         s = softcap * torch.tanh(s / softcap)
+    if slopes is not None:  # -slope |i + Lk - Lq - j| (the diagonal bottom-right, as the calls here ask)
+        i = torch.arange(q.shape[2], device=q.device)[rows, None]
+        j = torch.arange(k.shape[2], device=q.device)[None, :]
+        s = s - slopes[:2, None, None] * (i + k.shape[2] - q.shape[2] - j).abs().float()
     if tensor is not None:
         t = tensor.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])[:1, :2, rows]
         s = s.masked_fill(~t, float("-inf")) if t.dtype == torch.bool else s + t.float()
@@ -126,14 +138,17 @@ def main():
                 kw["window_size"] = window
             if softcap:
                 kw["softcap"] = softcap
-            tensor = make_mask_tensor(torch, spec, b, h, length, dtype, gen) if spec else None
+            slopes = bloom_slopes(torch, h) if spec and spec[0] == "alibi" else None
+            tensor = make_mask_tensor(torch, spec, b, h, length, dtype, gen) if spec and slopes is None else None
             if tensor is not None:
                 kw["attn_mask"] = tensor
+            if slopes is not None:
+                kw["alibi_slopes"] = slopes
             row = {"point": name, "dtype": str(dtype).split(".")[-1], "B": b, "H": h, "L": length, "D": D,
                    "causal": causal, "window": window, "softcap": softcap, "mask": list(spec) if spec else None}
             try:
                 out = evosdpa.attention(q, k, v, **kw)
-                row["max_err"] = check(torch, out, q, k, v, causal, window, softcap, tensor)
+                row["max_err"] = check(torch, out, q, k, v, causal, window, softcap, tensor, slopes)
                 row["pass"] = row["max_err"] <= TOLERANCE
                 failed |= not row["pass"]
                 t = timer.time(lambda: evosdpa.attention(q, k, v, **kw), flush=False)
@@ -147,9 +162,9 @@ def main():
             except Exception as e:  # noqa: BLE001 -- recorded per point
                 row["error"] = first_line(e)
                 failed = True
-            if fa is not None and "error" not in row and spec is None:
+            if fa is not None and "error" not in row and tensor is None:
                 qf, kf, vf = (t.transpose(1, 2) for t in (q, k, v))
-                fkw = {"causal": causal, "window_size": window or (-1, -1), "softcap": softcap}
+                fkw = {"causal": causal, "window_size": window or (-1, -1), "softcap": softcap, "alibi_slopes": slopes}
                 try:
                     row["flash_attn_us"] = timer.time(lambda: fa(qf, kf, vf, **fkw), flush=False)["us_median"]
                 except Exception as e:  # noqa: BLE001
@@ -162,7 +177,7 @@ def main():
                 fa_us = f"{row['flash_attn_us']:.0f}" if "flash_attn_us" in row else "-"
                 print(f"{name:34} {row['dtype']:5} {row['us']:10.1f} {row['tflops']:8.1f} {vs:>9} "
                       f"{row['max_err']:9.2e}{'' if row['pass'] else ' FAIL'} {fa_us:>13}")
-            del q, k, v, tensor
+            del q, k, v, tensor, slopes
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "results": results}, f, indent=1)

@@ -25,7 +25,7 @@ import sys
 from ._lib import EvosdpaError, kernel_names, library_path
 from ._lib import version as library_version
 
-__version__ = "0.8.0"
+__version__ = "0.9.0"
 __all__ = ["attention", "scaled_dot_product_attention", "attention_with_kvcache", "attention_varlen", "quantize_fp8",
            "kernel_names", "library_path", "library_version", "EvosdpaError"]
 

@@ -30,7 +30,7 @@ BACKWARD_DETERMINISTIC, BACKWARD_FAST = 0, 1
 MASK_NONE, MASK_BOOL, MASK_ADDITIVE = 0, 1, 2
 
 # The evosdpa.h whose evosdpa_params_t the Params mirror below copies.
-HEADER_VERSION = "0.8.0"
+HEADER_VERSION = "0.9.0"
 
 
 class Params(ctypes.Structure):
@@ -81,6 +81,9 @@ class Params(ctypes.Structure):
         ("mask", c_void_p),  # NULL or device [batch|1, heads_q|1, seqlen_q|1, seqlen_k], keys contiguous
         ("mask_batch_stride", c_int64), ("mask_head_stride", c_int64), ("mask_seq_stride", c_int64),  # elements, 0 broadcasts
         ("mask_type", c_int32),  # MASK_NONE (mask NULL), MASK_BOOL (bytes, nonzero: seen) or MASK_ADDITIVE (the dtype)
+        # 0.9: ALiBi (evosdpa.h "ALiBi"), FlashAttention's alibi_slopes
+        ("alibi_slopes", c_void_p),  # NULL or device float32 [batch|1, heads_q], the heads contiguous
+        ("alibi_batch_stride", c_int64),  # elements between batch entries' slopes; 0: one set for every entry
     ]
 
 
@@ -128,7 +131,8 @@ _FIELDS_SINCE = {"varlen": ("no variable-length batches", "cu_seqlens_q, cu_seql
                  "score_mods": ("no sliding window or softcap", "window_left, window_right, sliding_window, softcap",
                                 "0.7.0"),
                  "mask": ("no mask tensors", "mask, mask_batch_stride, mask_head_stride, mask_seq_stride, mask_type",
-                          "0.8.0")}
+                          "0.8.0"),
+                 "alibi": ("no ALiBi", "alibi_slopes, alibi_batch_stride", "0.9.0")}
 
 
 def _load():
@@ -186,7 +190,7 @@ def _check_mirror(lib, path):
     if (p.struct_size != size or p.dtype != DTYPE_FLOAT16 or p.causal != CAUSAL_NONE
             or not math.isnan(p.softmax_scale) or p.batch != 0 or p.o_seq_stride != 0
             or p.backward_mode != BACKWARD_DETERMINISTIC or p.num_splits != 0 or p.total_k != 0 or p.window_left != 0 or p.softcap != 0
-            or p.mask_type != MASK_NONE or p.mask_seq_stride != 0):
+            or p.mask_type != MASK_NONE or p.mask_seq_stride != 0 or p.alibi_batch_stride != 0):
         raise ImportError(f"{what} initialises it differently (struct_size {p.struct_size}, dtype {p.dtype}, "
                           f"softmax_scale {p.softmax_scale}, causal {p.causal}): the struct layouts differ; "
                           "rebuild and reinstall the package (`pip install .`) from one source tree")

@@ -35,6 +35,9 @@ as host ints (max_seqlen_q, max_seqlen_k, FlashAttention's), so the call never r
 graph replays with new offsets. The Hopper kernel claims work from a counter in the forward's workspace,
 which the op sizes and allocates as for a KV cache. Forward only (the library has no varlen backward): its
 autograd formula raises.
+
+ALiBi (C ABI 0.9, evosdpa.h "ALiBi"): the three ops take alibi_slopes, FlashAttention's float32 (Hq,) or
+(B, Hq) slopes read by the kernel; forward-only (attention_fwd's autograd formula raises for it).
 """
 import math
 import numbers
@@ -337,13 +340,51 @@ def _broadcast_mask(attn_mask, full):
     return attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
 
 
+def _check_alibi_type(alibi_slopes) -> None:
+    """TypeError unless alibi_slopes is a tensor or None, checked by the user-facing functions before the op,
+    whose schema (Tensor?) would refuse anything else with the dispatcher's RuntimeError."""
+    if alibi_slopes is not None and not isinstance(alibi_slopes, torch.Tensor):
+        raise TypeError(f"evosdpa: alibi_slopes must be a torch.Tensor or None, got {type(alibi_slopes).__name__}")
+
+
+def _check_alibi(alibi_slopes, q, batch: int, heads_q: int) -> None:
+    """ALiBi slopes for an op: None, or float32 (Hq,) or (B, Hq) on q's device, with 16-bit inputs; shared by
+    the ops' real and fake implementations (which call it after their inputs' checks)."""
+    if alibi_slopes is None:
+        return
+    if q.dtype == _FP8:
+        raise ValueError("evosdpa: alibi_slopes takes float16 or bfloat16 inputs, not float8_e4m3fn")
+    if alibi_slopes.dtype != torch.float32:
+        raise TypeError(f"evosdpa: alibi_slopes must be torch.float32, got {alibi_slopes.dtype}")
+    if tuple(alibi_slopes.shape) not in ((heads_q,), (batch, heads_q)):
+        raise ValueError(f"evosdpa: alibi_slopes has shape {tuple(alibi_slopes.shape)}; expected (Hq,) = ({heads_q},) "
+                         f"(one set for the batch) or (B, Hq) = {(batch, heads_q)}")
+    if alibi_slopes.device != q.device:
+        raise ValueError(f"evosdpa: alibi_slopes is on {alibi_slopes.device}, q on {q.device}: the kernel reads the "
+                         "slopes, so they must be on q's device")
+
+
+def _set_alibi(p, alibi_slopes) -> torch.Tensor:
+    """The C ABI's ALiBi fields (0.9) for checked alibi_slopes (None: none); returns the tensor the call reads,
+    which must stay alive until the launch. A library without them raises RuntimeError."""
+    if alibi_slopes is None:
+        return None
+    _lib.require_fields("alibi")
+    # The kernels read each entry's slopes as one run of heads: a strided head dimension (a column of a
+    # larger tensor, say) is copied, as the mask's rows are padded; the batch dimension keeps any stride.
+    slopes = _contiguous_last_dim(alibi_slopes)
+    p.alibi_slopes = slopes.data_ptr()
+    p.alibi_batch_stride = slopes.stride(0) if slopes.dim() == 2 and slopes.shape[0] > 1 else 0  # (Hq,): shared
+    return slopes
+
+
 @torch.library.custom_op("evosdpa::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int, scale: float,
                   return_lse: bool, layout: str, kernel: str, q_descale: Optional[torch.Tensor] = None,
                   k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
                   out_dtype: Optional[torch.dtype] = None, deterministic: bool = True, window_left: int = -1,
-                  window_right: int = -1, softcap: float = 0.0,
-                  attn_mask: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+                  window_right: int = -1, softcap: float = 0.0, attn_mask: Optional[torch.Tensor] = None,
+                  alibi_slopes: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """The op: (O, lse); lse is empty unless return_lse. scale: NaN means 1/sqrt(head_dim), any finite value
     (0 included) is used as given, infinity is refused. q, k, v need a contiguous last dimension. FP8
     inputs need the three descales; O is then out_dtype (bfloat16 when None).
@@ -353,16 +394,20 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
     torch.compile's traced backward, carry it from the call to the gradient. window_left, window_right:
     a sliding window's bounds in keys from the diagonal (-1: none); softcap: 0 or c > 0 (evosdpa.h);
     attn_mask: None, or a bool (True: seen) or additive mask of q's dtype, 4-D with each dimension 1 or
-    [B, Hq, Lq, Lk]'s (evosdpa.h "Mask tensors"); all forward-only."""
+    [B, Hq, Lq, Lk]'s (evosdpa.h "Mask tensors"); alibi_slopes: None, or float32 (Hq,) or (B, Hq)
+    (evosdpa.h "ALiBi"); all forward-only."""
     descales = (q_descale, k_descale, v_descale)
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, descales, out_dtype)
     _check_op_scale(scale)
     _check_mask(attn_mask, q, k, layout)
+    (b, hq, _, _), _ = _dims(q, layout)
+    _check_alibi(alibi_slopes, q, b, hq)
     out, lse = _outputs(q, layout, return_lse, out_dtype)
     p = _params(q, k, v, out, lse if return_lse else None, causal, scale, layout)
     _set_mods(p, window_left, window_right, softcap)
     mask = _set_mask(p, attn_mask, (p.batch, p.heads_q, p.seqlen_q, p.seqlen_k))  # noqa: F841 (kept alive)
+    slopes = _set_alibi(p, alibi_slopes)  # noqa: F841 (kept alive)
     if q.dtype == _FP8:
         p.o_dtype = _DTYPES[out.dtype]
         p.q_descale, p.k_descale, p.v_descale = (t.data_ptr() for t in descales)
@@ -377,12 +422,13 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
 @attention_fwd.register_fake
 def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel, q_descale=None, k_descale=None,
                         v_descale=None, out_dtype=None, deterministic=True, window_left=-1, window_right=-1,
-                        softcap=0.0, attn_mask=None):
+                        softcap=0.0, attn_mask=None, alibi_slopes=None):
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, (q_descale, k_descale, v_descale), out_dtype)
     _check_op_scale(scale)
     _check_mask(attn_mask, q, k, layout)
     (b, h, lq, _), _ = _dims(q, layout)
+    _check_alibi(alibi_slopes, q, b, h)
     out = q.new_empty(q.shape, dtype=_out_dtype(q, out_dtype))
     lse = q.new_empty((b, h, lq) if return_lse else (0,), dtype=torch.float32)
     return out, lse
@@ -471,8 +517,13 @@ def _attention_fwd_setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.options = (causal, scale, layout, kernel, deterministic)
     ctx.has_lse = return_lse
-    window_left, window_right, softcap, attn_mask = (list(mods) + [-1, -1, 0.0, None][len(mods):])[:4]
-    ctx.mods = _has_mods(window_left, window_right, softcap) or attn_mask is not None
+    window_left, window_right, softcap, attn_mask, alibi_slopes = (list(mods) + [-1, -1, 0.0, None, None][len(mods):])
+    # What the backward pass lacks (the library's gradients cover causal masks only), named in its error.
+    ctx.forward_only = None
+    if alibi_slopes is not None:
+        ctx.forward_only = "alibi_slopes"
+    elif _has_mods(window_left, window_right, softcap) or attn_mask is not None:
+        ctx.forward_only = "a sliding window, softcap or attn_mask"
 
 
 def _attention_fwd_backward(ctx, grad_out, _grad_lse):
@@ -480,17 +531,16 @@ def _attention_fwd_backward(ctx, grad_out, _grad_lse):
     q, k, v, out, lse = ctx.saved_tensors
     causal, scale, layout, kernel, deterministic = ctx.options
     _refuse_fp8_backward(q)
-    if ctx.mods:
-        raise NotImplementedError("evosdpa: no backward pass with a sliding window, softcap or attn_mask (the "
-                                  "library's gradients cover causal masks only); call it under torch.no_grad() for "
-                                  "inference")
+    if ctx.forward_only:
+        raise NotImplementedError(f"evosdpa: no backward pass with {ctx.forward_only} (the library's gradients cover "
+                                  "causal masks only); call it under torch.no_grad() for inference")
     if not ctx.has_lse:
         # The op was called without return_lse (attention() and scaled_dot_product_attention() ask for it
         # whenever a gradient is needed): the backward needs the forward's lse, so compute it again.
         _, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal, scale, True, layout, kernel)
     dq, dk, dv = torch.ops.evosdpa.attention_bwd(grad_out, q, k, v, out, lse, causal, scale, layout, kernel,
                                                  deterministic)
-    return (dq, dk, dv) + (None,) * 14  # causal .. attn_mask
+    return (dq, dk, dv) + (None,) * 15  # causal .. alibi_slopes
 
 
 torch.library.register_autograd("evosdpa::attention_fwd", _attention_fwd_backward,
@@ -503,7 +553,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
               k_descale: Optional[torch.Tensor] = None, v_descale: Optional[torch.Tensor] = None,
               out_dtype: Optional[torch.dtype] = None, deterministic: bool = True,
               window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
-              attn_mask: Optional[torch.Tensor] = None):
+              attn_mask: Optional[torch.Tensor] = None, alibi_slopes: Optional[torch.Tensor] = None):
     """Attention on CUDA tensors: softmax(scale * q k^T [+ masks]) v, differentiable in q, k and v.
 
     q: [B, Hq, Lq, D], k and v: [B, Hkv, Lk, D] with layout="bhsd" ([B, L, H, D] with "bshd"); any
@@ -540,12 +590,20 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     with stride 0, never copied. Applied on top of causal masks and windows; a query whose every key is
     hidden gets O = 0 and lse = -inf (PyTorch's math backend gives NaN there). Forward-only, 16-bit
     inputs; wgmma_sm90 (Hopper) runs it without a window or softcap, the reference kernel always.
+
+    alibi_slopes: ALiBi, FlashAttention's: float32 (Hq,) (one set for the batch) or (B, Hq) on q's device.
+    Query i of head h of batch entry b adds -alibi_slopes[b, h] * |d(i) - j| to its scaled (and softcapped)
+    score of key j, d(i) the window's diagonal: i with causal and "top_left", else i + Lk - Lq; lse is that
+    of the biased scores (FlashAttention 2's causal lse is larger by slope * d(i): it adds slope * j, the
+    same softmax). A strided head dimension is copied. Forward-only, 16-bit inputs; wgmma_sm90 (Hopper)
+    runs it without a window, softcap, attn_mask or scale 0, the reference kernel always.
     """
     if causal_alignment not in _ALIGNMENTS:
         raise ValueError(f"evosdpa: causal_alignment must be 'top_left' or 'bottom_right', got {causal_alignment!r}")
     op_scale = _user_scale(scale)
     window_left, window_right = _window_size(window_size)
     softcap = _user_softcap(softcap)
+    _check_alibi_type(alibi_slopes)
     if kernel is not None and not isinstance(kernel, str):
         raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
     q, k, v = _contiguous_last_dim(q), _contiguous_last_dim(k), _contiguous_last_dim(v)
@@ -562,7 +620,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     needs_lse = return_lse or (torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)))
     out, lse = torch.ops.evosdpa.attention_fwd(q, k, v, causal_code, op_scale, bool(needs_lse), layout,
                                                kernel or "auto", *descales, out_dtype, bool(deterministic),
-                                               window_left, window_right, softcap, attn_mask)
+                                               window_left, window_right, softcap, attn_mask, alibi_slopes)
     return (out, lse) if return_lse else out
 
 
@@ -668,17 +726,19 @@ def _kvcache_outputs(q, return_lse: bool, like):
 def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                       cache_seqlens: Optional[torch.Tensor], block_table: Optional[torch.Tensor], causal: int,
                       scale: float, num_splits: int, return_lse: bool, kernel: str, window_left: int = -1,
-                      window_right: int = -1, softcap: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
+                      window_right: int = -1, softcap: float = 0.0,
+                      alibi_slopes: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """The KV-cache op: (O, lse), lse empty unless return_lse. q [B, Lq, Hq, D]; k_cache, v_cache dense
     [B, Lk, Hkv, D], or paged [num_pages, page_size, Hkv, D] with block_table int32 [B, max_blocks] (stride 1
     in its last dimension); cache_seqlens None or int32 [B] (contiguous): keys per sequence, device memory
     read by the kernel (values outside [0, seqlen_k] are clamped into it). causal: the C ABI's code
     (CAUSAL_BOTTOM_RIGHT aligns each sequence's queries with its own last key). scale as in attention_fwd.
     num_splits: 0 the library's choice, 1 none, N > 1 exactly N (split-KV kernel only). window_left,
-    window_right, softcap as in attention_fwd. Not differentiable: its autograd formula raises
-    NotImplementedError."""
+    window_right, softcap and alibi_slopes as in attention_fwd. Not differentiable: its autograd formula
+    raises NotImplementedError."""
     _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
     _check_op_scale(scale)
+    _check_alibi(alibi_slopes, q, q.shape[0], q.shape[2])
     out, lse = _kvcache_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
     p = _lib.new_params()
     # [B, L, H, D] for q, O and a dense cache; [num_pages, page_size, H, D] for a paged one, whose batch
@@ -699,15 +759,17 @@ def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     p.causal = causal
     p.num_splits = num_splits
     _set_mods(p, window_left, window_right, softcap)
+    slopes = _set_alibi(p, alibi_slopes)  # noqa: F841 (kept alive)
     _run_with_workspace(p, kernel, q.device, _lib.forward_workspace_size, _lib.forward)  # split-KV partials
     return out, lse
 
 
 @attention_kvcache.register_fake
 def _attention_kvcache_fake(q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, num_splits, return_lse,
-                            kernel, window_left=-1, window_right=-1, softcap=0.0):
+                            kernel, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
     _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
     _check_op_scale(scale)
+    _check_alibi(alibi_slopes, q, q.shape[0], q.shape[2])
     return _kvcache_outputs(q, return_lse, q.new_empty)
 
 
@@ -741,7 +803,7 @@ def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
                            block_table: Optional[torch.Tensor] = None, softmax_scale: Optional[float] = None,
                            causal: bool = False, num_splits: int = 0, return_softmax_lse: bool = False,
                            kernel: Optional[str] = None, window_size: Tuple[int, int] = (-1, -1),
-                           softcap: float = 0.0):
+                           softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None):
     """Attention of new queries against a KV cache, dense or paged (FlashAttention's flash_attn_with_kvcache
     argument names), for decoding and chunked prefill. Inference only: no backward pass
     (NotImplementedError if a gradient reaches it).
@@ -773,11 +835,14 @@ def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     dtype, or (O, lse) with lse float32 [B, Hq, Lq] when return_softmax_lse. A query that sees no key (an
     empty sequence, or Lq > cache_seqlens[b] with causal) gets O = 0 and lse = -inf. window_size and
     softcap as in attention() (the diagonal bottom-right, per sequence: aligned with its cache_seqlens);
-    with either the dense kernels run the call (the split-KV decode kernel has neither).
+    with either the dense kernels run the call (the split-KV decode kernel has neither). alibi_slopes
+    likewise: float32 (Hq,) or (B, Hq), the distance taken from that diagonal; run by wgmma_sm90 (a dense
+    cache) and the reference kernel (a paged one too).
     """
     op_scale = _user_scale(softmax_scale, "softmax_scale")
     window_left, window_right = _window_size(window_size)
     softcap = _user_softcap(softcap)
+    _check_alibi_type(alibi_slopes)
     if kernel is not None and not isinstance(kernel, str):
         raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
     if isinstance(num_splits, bool) or not isinstance(num_splits, (numbers.Integral, torch.SymInt)):
@@ -802,7 +867,7 @@ def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     causal_code = _lib.CAUSAL_BOTTOM_RIGHT if causal else _lib.CAUSAL_NONE
     out, lse = torch.ops.evosdpa.attention_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, causal_code,
                                                    op_scale, num_splits, bool(return_softmax_lse), kernel or "auto",
-                                                   window_left, window_right, softcap)
+                                                   window_left, window_right, softcap, alibi_slopes)
     return (out, lse) if return_softmax_lse else out
 
 
@@ -887,17 +952,18 @@ def _varlen_outputs(q, return_lse: bool, like):
 def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                         cu_seqlens_k: torch.Tensor, seqused_k: Optional[torch.Tensor], max_seqlen_q: int,
                         max_seqlen_k: int, causal: int, scale: float, return_lse: bool, kernel: str,
-                        window_left: int = -1, window_right: int = -1,
-                        softcap: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
+                        window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                        alibi_slopes: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """The variable-length op: (O, lse), lse empty unless return_lse. q [total_q, Hq, D], k and v
     [total_k, Hkv, D] (stride 1 in their last dimension); cu_seqlens_q, cu_seqlens_k int32 [B + 1]
     (contiguous) and seqused_k None or int32 [B]: device memory read by the kernel (the library clamps their
     values, evosdpa.h). max_seqlen_q, max_seqlen_k: the longest sequences (the C ABI's seqlen_q, seqlen_k).
-    causal: the C ABI's code, applied per sequence. scale, window_left, window_right and softcap as in
-    attention_fwd (the window's diagonal per sequence). O is [total_q, Hq, D]; lse
+    causal: the C ABI's code, applied per sequence. scale, window_left, window_right, softcap and alibi_slopes
+    (B the number of sequences) as in attention_fwd (the diagonal per sequence). O is [total_q, Hq, D]; lse
     float32 [Hq, total_q]. Not differentiable: its autograd formula raises NotImplementedError."""
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
     _check_op_scale(scale)
+    _check_alibi(alibi_slopes, q, cu_seqlens_q.shape[0] - 1, q.shape[1])
     _lib.require_fields("varlen")
     out, lse = _varlen_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
     p = _lib.new_params()
@@ -917,6 +983,7 @@ def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_se
     p.softmax_scale = scale
     p.causal = causal
     _set_mods(p, window_left, window_right, softcap)
+    slopes = _set_alibi(p, alibi_slopes)  # noqa: F841 (kept alive)
     # wgmma_sm90's blocks claim work from a counter in the workspace (evosdpa.h), allocated after O and lse.
     _run_with_workspace(p, kernel, q.device, _lib.forward_workspace_size, _lib.forward)
     return out, lse
@@ -924,9 +991,10 @@ def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_se
 
 @attention_varlen_op.register_fake
 def _attention_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k, causal, scale,
-                           return_lse, kernel, window_left=-1, window_right=-1, softcap=0.0):
+                           return_lse, kernel, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
     _check_op_scale(scale)
+    _check_alibi(alibi_slopes, q, cu_seqlens_q.shape[0] - 1, q.shape[1])
     return _varlen_outputs(q, return_lse, q.new_empty)
 
 
@@ -947,7 +1015,8 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
                      cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, *,
                      softmax_scale: Optional[float] = None, causal: bool = False, return_softmax_lse: bool = False,
                      seqused_k: Optional[torch.Tensor] = None, kernel: Optional[str] = None,
-                     window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0):
+                     window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                     alibi_slopes: Optional[torch.Tensor] = None):
     """Attention over a batch of sequences of different lengths packed without padding (FlashAttention's
     flash_attn_varlen_func argument names). Inference only: no backward pass (NotImplementedError if a
     gradient reaches it).
@@ -981,16 +1050,18 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     O (and lse) that belong to no sequence (past cu_seqlens_q[B], or past a sequence's first max_seqlen_q)
     are left unwritten, as in FlashAttention: the outputs are allocated with torch.empty.
 
-    window_size=(left, right) and softcap as in attention(), the window's diagonal bottom-right per
-    sequence (FlashAttention's varlen window): wgmma_sm90 and the reference kernel run them.
+    window_size=(left, right), softcap and alibi_slopes (float32 (Hq,) or (B, Hq), B the number of
+    sequences) as in attention(), the diagonal bottom-right per sequence (FlashAttention's varlen window
+    and ALiBi): wgmma_sm90 and the reference kernel run them.
 
-    Unlike flash_attn_varlen_func there is no dropout, ALiBi or block table (a paged KV cache is read by
+    Unlike flash_attn_varlen_func there is no dropout or block table (a paged KV cache is read by
     attention_with_kvcache), and the arguments after max_seqlen_k are keyword-only, so that a ported
     positional dropout_p cannot land in softmax_scale.
     """
     op_scale = _user_scale(softmax_scale, "softmax_scale")
     window_left, window_right = _window_size(window_size)
     softcap = _user_softcap(softcap)
+    _check_alibi_type(alibi_slopes)
     if kernel is not None and not isinstance(kernel, str):
         raise TypeError(f"evosdpa: kernel must be a string, got {type(kernel).__name__}")
     for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
@@ -1003,7 +1074,7 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     causal_code = _lib.CAUSAL_BOTTOM_RIGHT if causal else _lib.CAUSAL_NONE
     out, lse = torch.ops.evosdpa.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q,
                                                   max_seqlen_k, causal_code, op_scale, bool(return_softmax_lse),
-                                                  kernel or "auto", window_left, window_right, softcap)
+                                                  kernel or "auto", window_left, window_right, softcap, alibi_slopes)
     return (out, lse) if return_softmax_lse else out
 
 

@@ -98,7 +98,7 @@ def _scores64(q, k, causal, alignment, scale, mask=None, softcap=0.0, bias=None)
 def reference(q, k, v, causal=False, alignment="top_left", scale=None, mask=None, softcap=0.0, bias=None):
     """float64 (O, lse). A row with no visible key gets O = 0 and lse = -inf. mask: an extra boolean mask
     (True: visible), softcap: c > 0 caps the scaled scores to c * tanh(s / c) before the masks; bias: an
-    additive mask broadcastable to the scores, added after the cap (-inf hides a key)."""
+    additive mask (or ALiBi's bias) broadcastable to the scores, added after the cap (-inf hides a key)."""
     k, v = _expand_heads(q, k, v)
     s = _scores64(q, k, causal, alignment, scale, mask, softcap, bias)
     lse = torch.logsumexp(s, dim=-1)

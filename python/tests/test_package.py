@@ -15,7 +15,7 @@ from evosdpa import _lib
 def test_import_and_kernel_names():
     assert evosdpa.kernel_names() == ["splitkv_sm80", "wgmma_sm90", "mma_sm80", "mma_fp8_sm89", "reference"]
     assert os.path.exists(evosdpa.library_path())
-    assert evosdpa.__version__ == "0.8.0"
+    assert evosdpa.__version__ == "0.9.0"
 
 
 def test_params_struct_matches_the_c_abi():
@@ -24,20 +24,23 @@ def test_params_struct_matches_the_c_abi():
     # 4 gradient pointers, 12 gradient strides, the workspace pointer and size, the backward mode (padded);
     # since 0.5 the seqused_k and page table pointers, the page table stride, page size, page count, splits;
     # since 0.6 the two cu_seqlens pointers and the two totals; since 0.7 the two window bounds, the window
-    # flag and the softcap; since 0.8 the mask pointer, its three strides and its type (padded to 8).
+    # flag and the softcap; since 0.8 the mask pointer, its three strides and its type (padded to 8); since
+    # 0.9 the ALiBi slopes' pointer and their batch stride.
     assert _lib.Params._fields_[0] == ("struct_size", ctypes.c_size_t)
     assert ctypes.sizeof(_lib.Params) == (8 + 5 * 8 + 8 + 6 * 8 + 12 * 8 + 4 + 4 + 8 + 3 * 8 + 2 * 8
                                           + 4 * 8 + 12 * 8 + 8 + 8 + 8
                                           + 2 * 8 + 4 * 8
                                           + 2 * 8 + 2 * 8
                                           + 2 * 8 + 4 + 4
-                                          + 8 + 3 * 8 + 8)
-    assert [f for f, _ in _lib.Params._fields_[-19:]] == ["seqused_k", "page_table", "page_table_batch_stride",
+                                          + 8 + 3 * 8 + 8
+                                          + 8 + 8)
+    assert [f for f, _ in _lib.Params._fields_[-21:]] == ["seqused_k", "page_table", "page_table_batch_stride",
                                                           "page_size", "num_pages", "num_splits", "cu_seqlens_q",
                                                           "cu_seqlens_k", "total_q", "total_k", "window_left",
                                                           "window_right", "sliding_window", "softcap", "mask",
                                                           "mask_batch_stride", "mask_head_stride",
-                                                          "mask_seq_stride", "mask_type"]
+                                                          "mask_seq_stride", "mask_type", "alibi_slopes",
+                                                          "alibi_batch_stride"]
     p = _lib.new_params()
     assert p.struct_size == ctypes.sizeof(_lib.Params)
     assert p.q is None and p.lse is None and p.batch == 0 and p.head_dim == 0 and p.o_seq_stride == 0
@@ -52,10 +55,11 @@ def test_params_struct_matches_the_c_abi():
     assert p.cu_seqlens_q is None and p.cu_seqlens_k is None and p.total_q == 0 and p.total_k == 0
     assert p.window_left == 0 and p.window_right == 0 and p.sliding_window == 0 and p.softcap == 0.0
     assert p.mask is None and p.mask_type == _lib.MASK_NONE and p.mask_batch_stride == p.mask_seq_stride == 0
+    assert p.alibi_slopes is None and p.alibi_batch_stride == 0
 
 
 def test_version_and_dtype_sizes():
-    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.8.0"
+    assert _lib.version() == evosdpa.library_version() == _lib.HEADER_VERSION == "0.9.0"
     assert _lib.dtype_size(_lib.DTYPE_FLOAT16) == 2 and _lib.dtype_size(_lib.DTYPE_BFLOAT16) == 2
     assert _lib.dtype_size(_lib.DTYPE_FLOAT8_E4M3) == 1
     assert _lib.dtype_size(7) == 0
@@ -133,7 +137,7 @@ def test_a_mismatched_library_is_an_import_error():
         _lib._bind(_FakeLibrary(other_layout), "/other/libevosdpa.so")
 
     with pytest.raises(ImportError, match=r"\(version 9\.9\.9\) lacks evosdpa_params_init_sized.*predates the C ABI "
-                                          "of evosdpa.h 0.8.0"):
+                                          "of evosdpa.h 0.9.0"):
         _lib._bind(_FakeLibrary(None, drop=("evosdpa_params_init_sized",)), "/v010/libevosdpa.so")
 
 
@@ -241,6 +245,20 @@ def test_mask_fields_reach_the_c_abi():
                      ({"mask_batch_stride": 0, "mask": 4096}, "mask is set without a mask_type"),
                      ({"mask_type": _lib.MASK_BOOL, "mask_head_stride": -2}, "mask head stride is negative"),
                      ({"mask_head_stride": 0, "mask_seq_stride": -1}, "mask seq stride is negative")])
+
+
+def test_alibi_fields_reach_the_c_abi():
+    # Each of the two 0.9 fields, likewise.
+    fields_are_read([({"alibi_batch_stride": 4}, "alibi_batch_stride is set without alibi_slopes"),
+                     ({"alibi_slopes": 4096, "alibi_batch_stride": -1}, "alibi_slopes batch stride is negative"),
+                     ({"alibi_slopes": 4098, "alibi_batch_stride": 0}, "alibi_slopes is not aligned")])
+
+
+def test_a_library_without_alibi_is_named(monkeypatch):
+    monkeypatch.setattr(_lib, "version", lambda: "0.8.0")
+    with pytest.raises(RuntimeError, match=r"has no ALiBi \(evosdpa_params_t lacks alibi_slopes, alibi_batch_stride; "
+                                           r"C ABI 0\.9\.0 added it\)"):
+        _lib.require_fields("alibi")
 
 
 def test_a_library_without_mask_tensors_is_named(monkeypatch):

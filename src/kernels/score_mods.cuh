@@ -28,6 +28,12 @@ struct ScoreMods {
 };
 using NoMods = ScoreMods<false, false>;
 
+// Whether the call asks for any of them: a kernel without them must never run it (its result would
+// ignore them).
+inline bool has_score_mods(const KernelParams& p) {
+  return p.sliding_window || p.softcap > 0.f || p.mask != nullptr || p.alibi_slopes != nullptr;
+}
+
 // Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type,
 // p.alibi_slopes). A mask tensor and ALiBi come alone (the families' supports()): their kernels have no
 // other modifier.

@@ -206,6 +206,13 @@ TEST(Determinism, HundredRunsAreBitwiseEqual) {
     DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, in, true);
     ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "wgmma_sm90"));
   }
+  // ALiBi per batch entry, without a causal mask.
+  {
+    const auto s = with_alibi(shape(2, 8, 4, 1000, 1000, 64, EVOSDPA_CAUSAL_NONE), true);
+    const Inputs in = random_inputs(s, EVOSDPA_DTYPE_BFLOAT16, 1.0, case_seed(run_seed(), "determinism_alibi"));
+    DeviceProblem prob(s, EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, in, true);
+    ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "wgmma_sm90"));
+  }
   // FP8 inputs (per-head descales, bf16 output).
   const auto s = shape(2, 8, 4, 1000, 1000, 128, EVOSDPA_CAUSAL_TOP_LEFT);
   const Inputs in = random_inputs(s, EVOSDPA_DTYPE_FLOAT8_E4M3, 1.0, case_seed(run_seed(), "determinism8"),

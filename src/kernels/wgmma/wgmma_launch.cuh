@@ -138,7 +138,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   };
   // Score modifiers (supports(): the hand-made rows of a row split, unsplit, without the counter) on the
   // persistent grid, an instantiation per combination.
-  if (p.sliding_window || p.softcap > 0.f || p.mask != nullptr) {
+  if (has_score_mods(p)) {
     if constexpr (kScoreModRow<kIndex>)
       return with_score_mods(p, [&](auto mods) {
         return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods)>, StoreEpilogue<T, kIndex>>,
