@@ -30,7 +30,7 @@ from evosdpa import _lib
 
 pytestmark = needs_torch
 
-KERNELS = ["auto", "wgmma_sm90", "reference"]
+KERNELS = ["auto", "wgmma_sm90", "mma_sm80", "reference"]
 
 
 def runs_here(kernel):
@@ -246,12 +246,13 @@ def test_kvcache_per_sequence(paged, rng):
 def test_kernels_without_it_refuse(rng):
     q = rng.randn(1, 2, 200, 64, dtype=torch.float16)
     slopes = bloom_slopes(2)
-    for kernel in ("mma_sm80", "splitkv_sm80"):
-        with pytest.raises(ValueError, match="ALiBi"):
-            evosdpa.attention(q, q, q, kernel=kernel, alibi_slopes=slopes)
-    if torch.cuda.get_device_capability()[0] == 9:
+    with pytest.raises(ValueError, match="ALiBi"):
+        evosdpa.attention(q, q, q, kernel="splitkv_sm80", alibi_slopes=slopes)
+    # mma_sm80 and wgmma_sm90 have it alone: with a softcap, the reference kernel.
+    kernels = ["mma_sm80"] + (["wgmma_sm90"] if torch.cuda.get_device_capability()[0] == 9 else [])
+    for kernel in kernels:
         with pytest.raises(ValueError, match="ALiBi with a sliding window"):
-            evosdpa.attention(q, q, q, kernel="wgmma_sm90", alibi_slopes=slopes, softcap=30.0)
+            evosdpa.attention(q, q, q, kernel=kernel, alibi_slopes=slopes, softcap=30.0)
 
 
 @needs_gpu

@@ -26,7 +26,7 @@ from evosdpa import _lib
 
 pytestmark = needs_torch
 
-KERNELS = ["auto", "wgmma_sm90", "reference"]
+KERNELS = ["auto", "wgmma_sm90", "mma_sm80", "reference"]
 
 
 def window_mask(lq, lk, left, right, causal, alignment, device):
@@ -113,7 +113,7 @@ def test_rule_rejects_a_window_one_key_too_wide(kernel, rng):
 @needs_gpu
 def test_kernels_without_them_refuse(rng):
     q = rng.randn(1, 2, 200, 64, dtype=torch.float16)
-    for kernel in ("mma_sm80", "splitkv_sm80"):
+    for kernel in ("splitkv_sm80",):
         for kw in ({"window_size": (10, -1)}, {"softcap": 30.0}):
             with pytest.raises(ValueError, match="not supported"):
                 evosdpa.attention(q, q, q, kernel=kernel, **kw)

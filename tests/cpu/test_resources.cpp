@@ -32,8 +32,13 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
     if (k.function.find("splitkv") != std::string::npos) splitkv.insert(k.function);
     if (k.function.find("wgmma_sm90") != std::string::npos && k.arch == "sm_90a") wgmma.insert(k.function);
   }
-  EXPECT_EQ(mma.size(), 2u * evosdpa::detail::mma_sm80::kConfigCount)
-      << "expected fp16 and bf16 instantiations of every tile-table row";
+  // fp16 and bf16 per row, and on the score-modifier rows each of their four combinations (window,
+  // softcap, both, ALiBi).
+  size_t expected_mma = 0;
+  for (int i = 0; i < evosdpa::detail::mma_sm80::kConfigCount; ++i)
+    expected_mma += evosdpa::detail::mma_sm80::score_mod_row(i) ? 2 * 5 : 2;
+  EXPECT_EQ(mma.size(), expected_mma)
+      << "expected fp16 and bf16 instantiations of every tile-table row, with the score modifiers' on theirs";
   // fp16 and bf16: per backward row, the kernel in each mode; per head dim, the pre-pass and the dQ
   // conversion.
   EXPECT_EQ(mma_bwd.size(), 2u * (2u * evosdpa::detail::mma_sm80::kBwdConfigCount + 2u * 2u))

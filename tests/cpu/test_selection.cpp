@@ -42,7 +42,7 @@ Selection select_any_arch(const evosdpa_params_t& p, const DeviceInfo& dev, cons
 }
 
 // A sliding window or softcap (evosdpa.h): the kernels without them refuse; "auto" takes the Hopper
-// kernel on Hopper and the reference kernel elsewhere.
+// kernel on Hopper and mma_sm80 (its 16-row-warp row, whatever the grid) elsewhere.
 TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
   const auto with_mods = [](int64_t left, float softcap) {
     auto p = valid_params();
@@ -56,15 +56,24 @@ TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
   DeviceInfo h100 = device(9, 0);
   h100.sm_count = 132;
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
-    for (const auto& p : {with_mods(63, 0.f), with_mods(-1, 30.f)}) {
-      for (const char* k : {"mma_sm80", "splitkv_sm80", "mma_fp8_sm89"}) {
+    for (const auto& p : {with_mods(63, 0.f), with_mods(-1, 30.f), with_mods(63, 30.f)}) {
+      for (const char* k : {"splitkv_sm80", "mma_fp8_sm89"}) {
         const Selection s = select_any_arch(p, dev, k);
         EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << ": " << s.check.message;
       }
-      EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "reference");
+      const Selection mma = select_any_arch(p, dev, "mma_sm80");
+      ASSERT_TRUE(mma.check.ok()) << mma.check.message;
+      EXPECT_TRUE(evosdpa::detail::mma_sm80::score_mod_row(mma.variant)) << mma.variant;
+      EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
       EXPECT_EQ(select_any_arch(p, dev, "reference").check.status, EVOSDPA_SUCCESS);
     }
   }
+  // Decoding shapes too: splitkv_sm80 has no modifiers, mma_sm80 takes them before the reference kernel.
+  auto decode = with_mods(255, 0.f);
+  decode.seqlen_q = 1;
+  decode.seqlen_k = 4096;
+  evosdpa_params_set_bhsd_strides(&decode);
+  EXPECT_EQ(name_of(select_any_arch(decode, device(8, 0, 163 * 1024), "auto")), "mma_sm80");
 }
 
 // A mask tensor (evosdpa.h): the same, and on Hopper the reference kernel for what wgmma_sm90 does not
@@ -107,24 +116,29 @@ TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
   EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "reference");
 }
 
-// ALiBi (evosdpa.h): the same, and on Hopper the reference kernel for what wgmma_sm90 does not take:
-// ALiBi with a window, softcap or mask tensor, or with a zero scale.
+// ALiBi (evosdpa.h): splitkv_sm80 refuses it, "auto" takes wgmma_sm90 on Hopper and mma_sm80 elsewhere;
+// on Hopper, what wgmma_sm90 does not take goes to mma_sm80 (a zero scale) or the reference kernel (ALiBi
+// with a window, softcap or mask tensor).
 TEST(Selection, AlibiRunsOnlyOnTheKernelsWithIt) {
   auto p = valid_params();
   p.alibi_slopes = reinterpret_cast<const float*>(uintptr_t{0x50000004});  // floats: 4-byte alignment is enough
   DeviceInfo h100 = device(9, 0);
   h100.sm_count = 132;
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
-    for (const char* k : {"mma_sm80", "splitkv_sm80"}) {
-      const Selection s = select_any_arch(p, dev, k);
-      EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << ": " << s.check.message;
-      EXPECT_NE(s.check.message.find("ALiBi"), std::string::npos) << s.check.message;
-    }
-    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "reference");
+    const Selection s = select_any_arch(p, dev, "splitkv_sm80");
+    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << s.check.message;
+    EXPECT_NE(s.check.message.find("ALiBi"), std::string::npos) << s.check.message;
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
   }
-  auto unscaled = p;
+  // Alone on mma_sm80 too: with a softcap, the reference kernel everywhere.
+  auto both = p;
+  both.softcap = 30.f;
+  EXPECT_NE(select_any_arch(both, device(8, 0, 163 * 1024), "mma_sm80").check.message.find("ALiBi with"),
+            std::string::npos);
+  EXPECT_EQ(name_of(select_any_arch(both, device(8, 0, 163 * 1024), "auto")), "reference");
+  auto unscaled = p;  // wgmma_sm90 preloads the bias over the scale; mma_sm80 adds it after the scale
   unscaled.softmax_scale = 0.f;
-  EXPECT_EQ(name_of(select_any_arch(unscaled, h100, "auto")), "reference");
+  EXPECT_EQ(name_of(select_any_arch(unscaled, h100, "auto")), "mma_sm80");
   auto capped = p;
   capped.softcap = 30.f;
   EXPECT_EQ(name_of(select_any_arch(capped, h100, "auto")), "reference");

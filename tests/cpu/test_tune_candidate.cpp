@@ -20,10 +20,10 @@ TEST(TuneCandidate, NvrtcBuildsTheTableRowsAsTheBuildDid) {
   int compared = 0;
   for (int row = 0; row < mma::kConfigCount; ++row)
     for (evosdpa_dtype_t dtype : {EVOSDPA_DTYPE_FLOAT16, EVOSDPA_DTYPE_BFLOAT16}) {
-      // The build's kernel for this row: attention_kernel<T, row>, at the first arch it was built for.
+      // The build's kernel for this row: attention_kernel<T, row, NoMods>, at the first arch it was built for.
       const std::string type = dtype == EVOSDPA_DTYPE_BFLOAT16 ? "13__nv_bfloat16" : "6__half";
-      const std::string mangled =
-          "_ZN7evosdpa6detail8mma_sm8016attention_kernelI" + type + "Li" + std::to_string(row) + "EEEvNS0_12KernelParamsE";
+      const std::string mangled = "_ZN7evosdpa6detail8mma_sm8016attention_kernelI" + type + "Li" + std::to_string(row) +
+                                  "ENS0_9ScoreModsILb0ELb0ELNS0_8MaskKindE0ELb0EEEEEvNS0_12KernelParamsE";
       const evosdpa::host::KernelResources* ref = nullptr;
       for (const auto& k : built)
         if (k.function == mangled) {

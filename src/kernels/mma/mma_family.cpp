@@ -34,11 +34,15 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
                                                                : "dtype " + std::to_string(static_cast<int>(p.dtype))) +
                   " (fp16, bf16)");
   if (const Check c = check_no_page_table(p); !c.ok()) return refuse(who + c.message);
-  if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(who + c.message);
+  // Score modifiers (score_mods.cuh): windows, softcaps and ALiBi, the last alone; no mask tensors.
+  if (uses_mask(p))
+    return refuse(who + "a mask tensor (mask) is not supported (wgmma_sm90 and reference run it)");
+  if (uses_alibi(p) && (uses_window(p) || uses_softcap(p)))
+    return refuse(who + "ALiBi with a sliding window or softcap (reference runs them together)");
   const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));
   const int variant =
       mma_sm80::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, dev.sm_count,
-                              10 * dev.cc_major + dev.cc_minor);
+                              10 * dev.cc_major + dev.cc_minor, uses_score_mods(p));
   if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim));
   const mma_sm80::TileConfig& cfg = mma_sm80::kConfigs[variant];
   const long long smem = cfg.smem_bytes(static_cast<int>(elem));

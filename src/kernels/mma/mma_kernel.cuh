@@ -17,6 +17,7 @@
 #include "kernels/mma/mma_primitives.cuh"
 #include "kernels/mma/mma_softmax.cuh"
 #include "kernels/mma/mma_tiles.cuh"
+#include "kernels/score_mods.cuh"
 #include "kernels/sequence.cuh"
 
 namespace evosdpa::detail::mma_sm80 {
@@ -149,7 +150,9 @@ struct Kernel {
   static constexpr bool kQInRegs = kCfg.q_in_registers;
 };
 
-template <typename T, int kIndex>
+// Mods: the score modifiers (score_mods.cuh: a sliding window, a softcap, ALiBi), compile-time features;
+// NoMods compiles none of their code.
+template <typename T, int kIndex, typename Mods = NoMods>
 __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>::kCfg.min_blocks_per_sm)
     attention_kernel(const KernelParams params) {
   using K = Kernel<T, kIndex>;
@@ -190,13 +193,21 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
   const T* v_head = static_cast<const T*>(p.v) + bc.b * p.v_batch_stride + h_kv * p.v_head_stride +
                     static_cast<int64_t>(seq.k_start) * p.v_seq_stride;
 
-  // Keys this block can see: all of them, or up to the causal diagonal of its last valid row.
-  int kv_end = p.seqlen_k;
-  if (p.causal) {
+  // Keys this block can see: all of them, or up to the causal diagonal of its last valid row; with a
+  // window, from its first row's first key to its last row's last (tiles outside are never loaded).
+  int kv_end = p.seqlen_k, first_tile = 0;
+  if constexpr (Mods::kWindow) {
+    const int last_row = min(q0 + kBM, p.seqlen_q) - 1;
+    kv_end = max(0, last_key<Mods>(p, p.seqlen_k, last_row + p.causal_offset) + 1);
+    first_tile = first_key<Mods>(p, q0 + p.causal_offset) / kBN;
+  } else if (p.causal) {
     const int last_row = min(q0 + kBM, p.seqlen_q) - 1;
     kv_end = max(0, min(kv_end, last_row + p.causal_offset + 1));
   }
   const int num_kv_tiles = (kv_end + kBN - 1) / kBN;
+  // ALiBi's slope for the block's head, in the log2 domain (0 without).
+  const float alibi_log2 =
+      Mods::kAlibi ? -p.alibi_slopes[bc.b * p.alibi_batch_stride + bc.h] * 1.4426950408889634f : 0.f;
 
   float o[kMT][D / 8][4];
 #pragma unroll
@@ -218,14 +229,14 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
                                 p.seqlen_k - tile * kBN, tid);
   };
 
-  if (num_kv_tiles > 0) {
+  if (first_tile < num_kv_tiles) {
     // Copy groups, in order: {Q, K0}, {V0}, then one {K(j+1), V(j+1)} per tile (empty past the end). At
     // the top of iteration j the newest group holds tile j, so "wait for all" is exactly what the tile
     // needs, and the copies issued next have a whole tile of math to land behind. One barrier per tile.
     load_tile<kBM, D, kThreads>(sQ, q_tile, p.q_seq_stride, p.seqlen_q - q0, tid);
-    load_k(0);
+    load_k(first_tile);
     cp_async_commit();
-    load_v(0);
+    load_v(first_tile);
     cp_async_commit();
 
     uint32_t q_frag[kMT][D / 16][4];
@@ -238,7 +249,7 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
         for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D / 8>(q_frag[mt][kk], sQ, warp_row0 + 16 * mt, lane, kk);
     }
 
-    for (int j = 0; j < num_kv_tiles; ++j) {
+    for (int j = first_tile; j < num_kv_tiles; ++j) {
       const int key0 = j * kBN;
       cp_async_wait<0>();
       // Tile j's K and V visible to all; every warp is past tile j-1, so its buffers are free for the
@@ -256,15 +267,24 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
       // Decided per block, not per warp: the condition stays in uniform registers (a per-warp row bound
       // was one register too many at 255 and spilled); warps wholly below the diagonal of a diagonal
       // tile just mask nothing.
-      const bool needs_mask = key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > q0 + p.causal_offset);
+      bool needs_mask = key0 + kBN > p.seqlen_k || (p.causal && key0 + kBN - 1 > q0 + p.causal_offset);
+      if constexpr (Mods::kWindow)  // a window edge crosses the tile for some row of the block
+        needs_mask = needs_mask || key0 + kBN - 1 > q0 + p.causal_offset + p.window_right ||
+                     key0 < q0 + kBM - 1 + p.causal_offset - p.window_left;
       const auto scale = [&p] { return p.scale_log2; };
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         const int row0 = q0 + warp_row0 + 16 * mt;
-        if (needs_mask)
+        if constexpr (Mods::kWindow || Mods::kSoftcap || Mods::kAlibi) {
+          if (needs_mask)
+            scale_and_mask_mods<kBN, true, Mods>(s[mt], p, alibi_log2, row0, key0, lane);
+          else
+            scale_and_mask_mods<kBN, false, Mods>(s[mt], p, alibi_log2, row0, key0, lane);
+        } else if (needs_mask) {
           scale_and_mask<kBN, true>(s[mt], p, scale, row0, key0, lane);
-        else
+        } else {
           scale_and_mask<kBN, false>(s[mt], p, scale, row0, key0, lane);
+        }
         rescale<kBN, D, 0>(s[mt], o[mt], m[mt], l[mt]);
       }
       mma_pv<T, D, kBN, kMT>(o, s, sV0 + (j & 1) * kKVTileBytes, lane);

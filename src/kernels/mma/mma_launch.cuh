@@ -19,14 +19,25 @@ template <typename T, int kIndex>
 cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   constexpr TileConfig cfg = Kernel<T, kIndex>::kCfg;
   constexpr int smem = cfg.smem_bytes(sizeof(T));
-  // Above 48 KiB a block needs the opt-in; the call is cheap and not a stream operation, so it is safe
-  // during graph capture and is simply repeated per launch (per device, as the attribute requires).
-  cudaError_t err = cudaFuncSetAttribute(attention_kernel<T, kIndex>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(grid_blocks(p, cfg.block_m())));
-  attention_kernel<T, kIndex><<<grid, cfg.threads(), smem, stream>>>(p);
-  return cudaGetLastError();
+  const auto run = [&](auto* kernel) {
+    // Above 48 KiB a block needs the opt-in; the call is cheap and not a stream operation, so it is safe
+    // during graph capture and is simply repeated per launch (per device, as the attribute requires).
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    const dim3 grid(static_cast<unsigned>(grid_blocks(p, cfg.block_m())));
+    kernel<<<grid, cfg.threads(), smem, stream>>>(p);
+    return cudaGetLastError();
+  };
+  // Score modifiers (supports(): no mask tensor; a score-modifier row), an instantiation per combination.
+  if (has_score_mods(p)) {
+    if constexpr (kScoreModRow<kIndex>) {
+      if (p.mask != nullptr) return cudaErrorInvalidValue;  // never a kernel that would ignore it
+      return with_score_mods<false>(p, [&](auto mods) { return run(attention_kernel<T, kIndex, decltype(mods)>); });
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  }
+  return run(attention_kernel<T, kIndex>);
 }
 
 // The family's image probe (KernelFamily::probe_image) on this instantiation: cudaFuncGetAttributes

@@ -6,6 +6,7 @@
 
 #include "kernels/device_math.cuh"
 #include "kernels/kernel_params.hpp"
+#include "kernels/score_mods.cuh"
 
 namespace evosdpa::detail::mma_sm80 {
 
@@ -28,6 +29,45 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[BN / 8][4], const Kern
         const bool visible = key < p.seqlen_k && (!p.causal || key <= row + p.causal_offset);
         if (!visible) s[n][e] = -INFINITY;
       }
+    }
+  }
+}
+
+// scale_and_mask with score modifiers (score_mods.cuh; mma_sm80's kernels instantiated with them): each
+// score scaled, or softcapped (Mods::kSoftcap, the capped score in the log2 domain), ALiBi's bias added
+// (Mods::kAlibi: alibi_log2 = -slope log2(e), the distance from the row's diagonal), then with kMask the
+// keys past the end, above the causal diagonal or (Mods::kWindow) outside the window set to -inf, last,
+// so that no bias revives a masked score.
+template <int BN, bool kMask, typename Mods>
+__device__ __forceinline__ void scale_and_mask_mods(float (&s)[BN / 8][4], const KernelParams& p, float alibi_log2,
+                                                    int row0, int key0, int lane) {
+  const SoftcapFactors cap = Mods::kSoftcap ? softcap_factors(p, p.scale_log2) : SoftcapFactors{0.f, 0.f};
+  // Per row (lane / 4, + 8): the diagonal, and its distance from the thread's first key as a float
+  // (whole numbers, exact up to 2^24 keys).
+  int diagonal[2], from[2], last[2];
+  float distance[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    diagonal[r] = row0 + (lane >> 2) + 8 * r + p.causal_offset;
+    distance[r] = static_cast<float>(diagonal[r] - key0 - 2 * (lane & 3));
+    from[r] = first_key<Mods>(p, diagonal[r]);
+    last[r] = last_key<Mods>(p, p.seqlen_k, diagonal[r]);
+  }
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[n][e];
+      if constexpr (Mods::kSoftcap)
+        x = softcap_log2(x, cap.in, cap.out);
+      else
+        x *= p.scale_log2;
+      if constexpr (Mods::kAlibi) x += alibi_log2 * fabsf(distance[e >> 1] - static_cast<float>(8 * n + (e & 1)));
+      if constexpr (kMask) {
+        const int key = key0 + n * 8 + 2 * (lane & 3) + (e & 1);
+        if (key > last[e >> 1] || key < from[e >> 1]) x = -INFINITY;
+      }
+      s[n][e] = x;
     }
   }
 }
