@@ -36,15 +36,12 @@ inline bool has_score_mods(const KernelParams& p) {
 
 // Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type,
 // p.alibi_slopes). A mask tensor and ALiBi come alone (the families' supports()): their kernels have no
-// other modifier. kMaskTensors: whether the family has mask tensors (those without never see one:
-// their supports() refuses it, so their launch instantiates no kernel for it).
-template <bool kMaskTensors = true, typename F>
+// other modifier.
+template <typename F>
 decltype(auto) with_score_mods(const KernelParams& p, F&& f) {
   if (p.alibi_slopes != nullptr) return f(ScoreMods<false, false, MaskKind::kNone, true>{});
-  if constexpr (kMaskTensors) {
-    if (p.mask_type == EVOSDPA_MASK_BOOL) return f(ScoreMods<false, false, MaskKind::kBool>{});
-    if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return f(ScoreMods<false, false, MaskKind::kAdditive>{});
-  }
+  if (p.mask_type == EVOSDPA_MASK_BOOL) return f(ScoreMods<false, false, MaskKind::kBool>{});
+  if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return f(ScoreMods<false, false, MaskKind::kAdditive>{});
   if (p.sliding_window) {
     if (p.softcap > 0.f) return f(ScoreMods<true, true>{});
     return f(ScoreMods<true, false>{});

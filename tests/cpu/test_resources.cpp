@@ -32,11 +32,11 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
     if (k.function.find("splitkv") != std::string::npos) splitkv.insert(k.function);
     if (k.function.find("wgmma_sm90") != std::string::npos && k.arch == "sm_90a") wgmma.insert(k.function);
   }
-  // fp16 and bf16 per row, and on the score-modifier rows each of their four combinations (window,
-  // softcap, both, ALiBi).
+  // fp16 and bf16 per row, and on the score-modifier rows each of their six combinations (window,
+  // softcap, both, ALiBi, a boolean mask tensor, an additive one).
   size_t expected_mma = 0;
   for (int i = 0; i < evosdpa::detail::mma_sm80::kConfigCount; ++i)
-    expected_mma += evosdpa::detail::mma_sm80::score_mod_row(i) ? 2 * 5 : 2;
+    expected_mma += evosdpa::detail::mma_sm80::score_mod_row(i) ? 2 * 7 : 2;
   EXPECT_EQ(mma.size(), expected_mma)
       << "expected fp16 and bf16 instantiations of every tile-table row, with the score modifiers' on theirs";
   // fp16 and bf16: per backward row, the kernel in each mode; per head dim, the pre-pass and the dQ

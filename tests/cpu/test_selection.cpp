@@ -76,8 +76,10 @@ TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
   EXPECT_EQ(name_of(select_any_arch(decode, device(8, 0, 163 * 1024), "auto")), "mma_sm80");
 }
 
-// A mask tensor (evosdpa.h): the same, and on Hopper the reference kernel for what wgmma_sm90 does not
-// take: a mask not 16-byte aligned, a mask with a window.
+// A mask tensor (evosdpa.h): splitkv_sm80 refuses it; "auto" takes wgmma_sm90 on Hopper and mma_sm80
+// elsewhere, and on Hopper mma_sm80 for what wgmma_sm90 does not take but it does (a mask not 16-byte
+// aligned but aligned to an element pair, a zero scale), the reference kernel for the rest (a mask with
+// a window, a mask not aligned to a pair).
 TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
   auto p = valid_params();
   p.mask = reinterpret_cast<const void*>(uintptr_t{0x50000000});
@@ -86,33 +88,35 @@ TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
   DeviceInfo h100 = device(9, 0);
   h100.sm_count = 132;
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
-    for (const char* k : {"mma_sm80", "splitkv_sm80", "mma_fp8_sm89"}) {  // the last refuses fp16 first
-      const Selection s = select_any_arch(p, dev, k);
-      EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << ": " << s.check.message;
-      if (std::string(k) != "mma_fp8_sm89") EXPECT_NE(s.check.message.find("mask"), std::string::npos) << s.check.message;
-    }
-    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "reference");
+    const Selection s = select_any_arch(p, dev, "splitkv_sm80");
+    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << s.check.message;
+    EXPECT_NE(s.check.message.find("mask"), std::string::npos) << s.check.message;
+    EXPECT_EQ(select_any_arch(p, dev, "mma_fp8_sm89").check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
   }
   auto odd = p;
-  odd.mask_seq_stride = 516;  // rows not 16 bytes apart
-  EXPECT_EQ(name_of(select_any_arch(odd, h100, "auto")), "reference");
+  odd.mask_seq_stride = 516;  // rows 1,032 bytes apart: element pairs aligned, 16-byte chunks not
+  EXPECT_EQ(name_of(select_any_arch(odd, h100, "auto")), "mma_sm80");
   EXPECT_EQ(select_any_arch(odd, h100, "wgmma_sm90").check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
-  auto unscaled = p;  // its kernels preload the mask over the scale
+  odd.mask_seq_stride = 515;  // not even pairs
+  EXPECT_EQ(name_of(select_any_arch(odd, h100, "auto")), "reference");
+  EXPECT_EQ(name_of(select_any_arch(odd, device(8, 0, 163 * 1024), "auto")), "reference");
+  auto unscaled = p;  // wgmma_sm90 preloads the mask over the scale; mma_sm80 applies it after the scale
   unscaled.softmax_scale = 0.f;
-  EXPECT_EQ(name_of(select_any_arch(unscaled, h100, "auto")), "reference");
+  EXPECT_EQ(name_of(select_any_arch(unscaled, h100, "auto")), "mma_sm80");
   auto windowed = p;
   windowed.sliding_window = 1;
   windowed.window_left = 64;
   EXPECT_EQ(name_of(select_any_arch(windowed, h100, "auto")), "reference");
-  auto bools = p;  // bytes: 16-byte chunks of rows 16 bytes apart
+  EXPECT_EQ(name_of(select_any_arch(windowed, device(8, 0, 163 * 1024), "auto")), "reference");
+  auto bools = p;  // bytes: 16-byte chunks of rows 16 bytes apart on Hopper, byte pairs on mma_sm80
   bools.mask_type = EVOSDPA_MASK_BOOL;
   bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000010});
   bools.mask_seq_stride = 528;
   EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "wgmma_sm90");
   bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000008});
-  EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "reference");
-  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000010});
-  bools.mask_seq_stride = 520;
+  EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "mma_sm80");
+  bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000001});
   EXPECT_EQ(name_of(select_any_arch(bools, h100, "auto")), "reference");
 }
 

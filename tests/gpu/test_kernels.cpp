@@ -74,14 +74,11 @@ INSTANTIATE_TEST_SUITE_P(All, KernelVsCpu, ::testing::ValuesIn(params_for_all_ke
                                   std::to_string(info.index);
                          });
 
-// Sliding windows, softcaps, mask tensors and ALiBi on the kernels that have them (mma_sm80: all but mask
-// tensors), and on "auto".
+// Sliding windows, softcaps, mask tensors and ALiBi on the kernels that have them, and on "auto".
 std::vector<std::tuple<std::string, KCase>> params_for_mask_kernels() {
   std::vector<std::tuple<std::string, KCase>> out;
-  for (const auto& c : mask_cases()) {
-    for (const char* k : {"wgmma_sm90", "reference", "auto"}) out.emplace_back(k, c);
-    if (c.s.mask_type == EVOSDPA_MASK_NONE) out.emplace_back("mma_sm80", c);
-  }
+  for (const auto& c : mask_cases())
+    for (const char* k : {"wgmma_sm90", "mma_sm80", "reference", "auto"}) out.emplace_back(k, c);
   return out;
 }
 
@@ -105,16 +102,14 @@ KCase first_alibi_case() {
 
 // The kernels without them refuse a window, a softcap, a mask tensor or ALiBi by name (never a result
 // that ignores them), as does the backward pass; "auto" picks the Hopper kernel on Hopper, elsewhere
-// mma_sm80 (the reference kernel for a mask tensor).
+// mma_sm80.
 TEST(Masks, KernelsWithoutThemRefuse) {
   // a window; a softcap; a mask; ALiBi
   for (const KCase& c : {mask_cases()[0], mask_cases()[8], first_mask_tensor_case(), first_alibi_case()}) {
     const Expected& e = expected_for(c);
     DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
     const auto params = prob.params();
-    const bool tensor = c.s.mask_type != EVOSDPA_MASK_NONE;
-    for (const char* k : {"mma_sm80", "splitkv_sm80", "mma_fp8_sm89"}) {
-      if (!tensor && std::string(k) == "mma_sm80") continue;
+    for (const char* k : {"splitkv_sm80", "mma_fp8_sm89"}) {
       const evosdpa::Result r = evosdpa::attention_forward(params, nullptr, k);
       EXPECT_EQ(r.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << " on " << describe(c) << ": " << r.message;
     }
@@ -123,7 +118,7 @@ TEST(Masks, KernelsWithoutThemRefuse) {
     int device = 0, major = 0;
     CUDA_OK(cudaGetDevice(&device));
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    EXPECT_STREQ(selected, major == 9 ? "wgmma_sm90" : tensor ? "reference" : "mma_sm80") << describe(c);
+    EXPECT_STREQ(selected, major == 9 ? "wgmma_sm90" : "mma_sm80") << describe(c);
     EXPECT_EQ(evosdpa_supports_backward(&params, nullptr, nullptr), EVOSDPA_ERROR_NOT_SUPPORTED)
         << evosdpa_last_error_message();
   }
@@ -212,6 +207,7 @@ TEST(Determinism, HundredRunsAreBitwiseEqual) {
     const Inputs in = random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, case_seed(run_seed(), "determinism_mask"));
     DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, in, true);
     ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "wgmma_sm90"));
+    ASSERT_NO_FATAL_FAILURE(expect_bitwise_repeatable(prob, "mma_sm80"));
   }
   // ALiBi per batch entry, without a causal mask.
   {

@@ -79,9 +79,9 @@ inline constexpr RowTable<TileConfig, kConfigCount> kConfigs = fit_rows<kConfigC
 // Index of the head_dim's default (or small-grid) variant in kConfigs; -1 if there is none.
 inline constexpr int kHandCount = sizeof(kHandRows) / sizeof(kHandRows[0]);
 
-// Rows compiled with the score modifiers (a sliding window, a softcap, ALiBi: score_mods.cuh): the
-// hand-made rows of 16-row warps, one per head dim. Each combination is an instantiation of its own
-// (four per row and dtype); limiting them to these rows keeps the build's time and size down. Calls
+// Rows compiled with the score modifiers (a sliding window, a softcap, ALiBi, a mask tensor:
+// score_mods.cuh): the hand-made rows of 16-row warps, one per head dim. Each combination is an
+// instantiation of its own (six per row and dtype); limiting them to these rows keeps the build's time and size down. Calls
 // with modifiers take them whatever the grid (choose_config). Not the 32-row warps' rows: at their
 // 255 registers the window+softcap, window and ALiBi kernels spilled 4 to 64 bytes (ptxas, CUDA 13.0).
 constexpr bool score_mod_row(int i) { return i < kHandCount && kConfigs[i].m_tiles == 1; }

@@ -14,6 +14,7 @@
 
 #include "kernels/kernel_params.hpp"
 #include "kernels/mma/mma_config.hpp"
+#include "kernels/mma/mma_mask.cuh"
 #include "kernels/mma/mma_primitives.cuh"
 #include "kernels/mma/mma_softmax.cuh"
 #include "kernels/mma/mma_tiles.cuh"
@@ -150,8 +151,8 @@ struct Kernel {
   static constexpr bool kQInRegs = kCfg.q_in_registers;
 };
 
-// Mods: the score modifiers (score_mods.cuh: a sliding window, a softcap, ALiBi), compile-time features;
-// NoMods compiles none of their code.
+// Mods: the score modifiers (score_mods.cuh: a sliding window, a softcap, ALiBi, a mask tensor),
+// compile-time features; NoMods compiles none of their code.
 template <typename T, int kIndex, typename Mods = NoMods>
 __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>::kCfg.min_blocks_per_sm)
     attention_kernel(const KernelParams params) {
@@ -261,6 +262,10 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
       }
       cp_async_commit();
 
+      // A mask tensor's elements of the tile, read before Q.K^T (their latency under the mma).
+      MaskFragment<T, kBN, Mods::kMask> tensor[kMT];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) tensor[mt].load(p, bc.b, bc.h, q0 + warp_row0 + 16 * mt, key0, lane);
       float s[kMT][kBN / 8][4];
       mma_qk<T, D, kBN, kMT, K::kQInRegs>(s, q_frag, sQ, sK0 + (j & 1) * kKVTileBytes, warp_row0, lane);
 
@@ -275,11 +280,11 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads, Kernel<T, kIndex>
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         const int row0 = q0 + warp_row0 + 16 * mt;
-        if constexpr (Mods::kWindow || Mods::kSoftcap || Mods::kAlibi) {
+        if constexpr (Mods::kWindow || Mods::kSoftcap || Mods::kAlibi || Mods::kMask != MaskKind::kNone) {
           if (needs_mask)
-            scale_and_mask_mods<kBN, true, Mods>(s[mt], p, alibi_log2, row0, key0, lane);
+            scale_and_mask_mods<kBN, true, Mods>(s[mt], p, alibi_log2, tensor[mt], row0, key0, lane);
           else
-            scale_and_mask_mods<kBN, false, Mods>(s[mt], p, alibi_log2, row0, key0, lane);
+            scale_and_mask_mods<kBN, false, Mods>(s[mt], p, alibi_log2, tensor[mt], row0, key0, lane);
         } else if (needs_mask) {
           scale_and_mask<kBN, true>(s[mt], p, scale, row0, key0, lane);
         } else {

@@ -28,11 +28,10 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
     kernel<<<grid, cfg.threads(), smem, stream>>>(p);
     return cudaGetLastError();
   };
-  // Score modifiers (supports(): no mask tensor; a score-modifier row), an instantiation per combination.
+  // Score modifiers (supports(): a score-modifier row), an instantiation per combination.
   if (has_score_mods(p)) {
     if constexpr (kScoreModRow<kIndex>) {
-      if (p.mask != nullptr) return cudaErrorInvalidValue;  // never a kernel that would ignore it
-      return with_score_mods<false>(p, [&](auto mods) { return run(attention_kernel<T, kIndex, decltype(mods)>); });
+      return with_score_mods(p, [&](auto mods) { return run(attention_kernel<T, kIndex, decltype(mods)>); });
     } else {
       return cudaErrorInvalidValue;
     }

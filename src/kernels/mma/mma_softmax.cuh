@@ -35,12 +35,13 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[BN / 8][4], const Kern
 
 // scale_and_mask with score modifiers (score_mods.cuh; mma_sm80's kernels instantiated with them): each
 // score scaled, or softcapped (Mods::kSoftcap, the capped score in the log2 domain), ALiBi's bias added
-// (Mods::kAlibi: alibi_log2 = -slope log2(e), the distance from the row's diagonal), then with kMask the
-// keys past the end, above the causal diagonal or (Mods::kWindow) outside the window set to -inf, last,
-// so that no bias revives a masked score.
-template <int BN, bool kMask, typename Mods>
+// (Mods::kAlibi: alibi_log2 = -slope log2(e), the distance from the row's diagonal), the mask tensor's
+// element applied (Mods::kMask: `tensor`, a MaskFragment), then with kMask the keys past the end, above the
+// causal diagonal or (Mods::kWindow) outside the window set to -inf, last, so that no bias revives a
+// masked score.
+template <int BN, bool kMask, typename Mods, typename Tensor>
 __device__ __forceinline__ void scale_and_mask_mods(float (&s)[BN / 8][4], const KernelParams& p, float alibi_log2,
-                                                    int row0, int key0, int lane) {
+                                                    const Tensor& tensor, int row0, int key0, int lane) {
   const SoftcapFactors cap = Mods::kSoftcap ? softcap_factors(p, p.scale_log2) : SoftcapFactors{0.f, 0.f};
   // Per row (lane / 4, + 8): the diagonal, and its distance from the thread's first key as a float
   // (whole numbers, exact up to 2^24 keys).
@@ -63,6 +64,7 @@ __device__ __forceinline__ void scale_and_mask_mods(float (&s)[BN / 8][4], const
       else
         x *= p.scale_log2;
       if constexpr (Mods::kAlibi) x += alibi_log2 * fabsf(distance[e >> 1] - static_cast<float>(8 * n + (e & 1)));
+      if constexpr (Mods::kMask != MaskKind::kNone) x = tensor.apply(x, n, e);
       if constexpr (kMask) {
         const int key = key0 + n * 8 + 2 * (lane & 3) + (e & 1);
         if (key > last[e >> 1] || key < from[e >> 1]) x = -INFINITY;
