@@ -331,9 +331,12 @@ def _set_mask(p, attn_mask, full) -> torch.Tensor:
 
 def _broadcast_mask(attn_mask, full):
     """attn_mask (None, or broadcastable to `full` = (B, Hq, Lq, Lk) by PyTorch's rules: at most 4 dimensions,
-    each 1 or the full size, counted from the right) as a 4-D view; ValueError naming the shapes otherwise."""
-    if attn_mask is None or not isinstance(attn_mask, torch.Tensor):
-        return attn_mask
+    each 1 or the full size, counted from the right) as a 4-D view; ValueError naming the shapes otherwise, and
+    TypeError for anything but a tensor (the op's schema would refuse it with the dispatcher's RuntimeError)."""
+    if attn_mask is None:
+        return None
+    if not isinstance(attn_mask, torch.Tensor):
+        raise TypeError(f"evosdpa: attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
     if attn_mask.dim() > 4:
         raise ValueError(f"evosdpa: attn_mask has {attn_mask.dim()} dimensions; it must broadcast to [B, Hq, Lq, Lk] "
                          f"= {tuple(full)}")

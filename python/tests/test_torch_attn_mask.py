@@ -163,6 +163,8 @@ def test_errors(rng):
         evosdpa.attention(q, q, q, attn_mask=torch.ones(1, 1, 2, 64, 64, dtype=torch.bool, device=q.device))
     with pytest.raises(TypeError, match="torch.bool or the inputs' dtype"):
         evosdpa.attention(q, q, q, attn_mask=torch.ones(64, 64, dtype=torch.int32, device=q.device))
+    with pytest.raises(TypeError, match="attn_mask must be a torch.Tensor or None, got list"):
+        evosdpa.attention(q, q, q, attn_mask=[[True] * 64] * 64)
     with pytest.raises(ValueError, match="attn_mask is on cpu"):
         evosdpa.attention(q, q, q, attn_mask=torch.ones(64, 64, dtype=torch.bool))
     with pytest.raises(ValueError, match="is_causal"):

@@ -18,11 +18,11 @@ struct ScoreMods {
   static constexpr bool kWindow = kWindowOn;
   // Softcap: every scaled score s becomes c * tanh(s / c) before the masks and the softmax.
   static constexpr bool kSoftcap = kSoftcapOn;
-  // Mask tensor: each tile's elements loaded into S before Q.K^T adds to it (so never with a softcap,
-  // which goes first), the causal/window/length masks after.
+  // Mask tensor: each tile's elements applied to the scaled scores, the causal/window/length masks after
+  // (wgmma_sm90 loads them into S before Q.K^T adds to it, so never after a softcap; mma_sm80 applies them
+  // after the scale). Alone: no window or softcap with it.
   static constexpr MaskKind kMask = kMaskKind;
-  // ALiBi: -slope * |diagonal - key| added to each scaled score; like a mask tensor's bias, loaded into S
-  // before Q.K^T adds to it, so alone too.
+  // ALiBi: -slope * |diagonal - key| added to each scaled score, as a mask tensor's bias is; alone too.
   static constexpr bool kAlibi = kAlibiOn;
   static_assert(!kAlibi || (!kWindow && !kSoftcap && kMask == MaskKind::kNone), "ALiBi's kernels have it alone");
 };

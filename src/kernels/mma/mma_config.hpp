@@ -76,18 +76,19 @@ inline constexpr auto kRowList = collect_rows(kHandRows, kTunedRows, same_row);
 inline constexpr int kConfigCount = kRowList.count;
 inline constexpr RowTable<TileConfig, kConfigCount> kConfigs = fit_rows<kConfigCount>(kRowList);
 
-// Index of the head_dim's default (or small-grid) variant in kConfigs; -1 if there is none.
 inline constexpr int kHandCount = sizeof(kHandRows) / sizeof(kHandRows[0]);
 
 // Rows compiled with the score modifiers (a sliding window, a softcap, ALiBi, a mask tensor:
 // score_mods.cuh): the hand-made rows of 16-row warps, one per head dim. Each combination is an
-// instantiation of its own (six per row and dtype); limiting them to these rows keeps the build's time and size down. Calls
-// with modifiers take them whatever the grid (choose_config). Not the 32-row warps' rows: at their
-// 255 registers the window+softcap, window and ALiBi kernels spilled 4 to 64 bytes (ptxas, CUDA 13.0).
+// instantiation of its own (six per row and dtype); limiting them to these rows keeps the build's time
+// and size down. Calls with modifiers take them whatever the grid (choose_config). Not the 32-row warps'
+// rows: at their 255 registers the window+softcap, window and ALiBi kernels spilled 4 to 64 bytes
+// (ptxas, CUDA 13.0).
 constexpr bool score_mod_row(int i) { return i < kHandCount && kConfigs[i].m_tiles == 1; }
 template <int kIndex>
 inline constexpr bool kScoreModRow = score_mod_row(kIndex);
 
+// Index of the head_dim's default (or small-grid) variant in kConfigs; -1 if there is none.
 constexpr int config_index(int head_dim, bool small_grid) {
   for (int i = 0; i < kConfigCount; ++i)
     if (kConfigs[i].head_dim == head_dim && kConfigs[i].small_grid == small_grid) return i;
