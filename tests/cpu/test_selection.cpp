@@ -41,8 +41,32 @@ Selection select_any_arch(const evosdpa_params_t& p, const DeviceInfo& dev, cons
   return select_kernel(p, dev, requested, families.table());
 }
 
-// A sliding window or softcap (evosdpa.h): the kernels without them refuse; "auto" takes the Hopper
-// kernel on Hopper and mma_sm80 (its 16-row-warp row, whatever the grid) elsewhere.
+// An H100's 132 SMs: (2,8,512,64) fills fewer than half of them, where "auto" would otherwise pass
+// D = 64 over to mma_sm80.
+DeviceInfo h100() {
+  DeviceInfo d = device(9, 0);
+  d.sm_count = 132;
+  return d;
+}
+
+// A call with a score modifier (evosdpa.h) on an A100, an L4-class sm_89 and an H100: splitkv_sm80 refuses
+// it naming `what`, mma_fp8_sm89 refuses it (or its 16-bit inputs), mma_sm80 runs it on a modifier row,
+// "auto" takes wgmma_sm90 on Hopper and mma_sm80 elsewhere, and the reference kernel runs it by name.
+void expect_modifier_kernels(const evosdpa_params_t& p, const std::string& what) {
+  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100()}) {
+    const Selection split = select_any_arch(p, dev, "splitkv_sm80");
+    EXPECT_EQ(split.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << split.check.message;
+    EXPECT_NE(split.check.message.find(what), std::string::npos) << split.check.message;
+    EXPECT_EQ(select_any_arch(p, dev, "mma_fp8_sm89").check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    const Selection mma = select_any_arch(p, dev, "mma_sm80");
+    ASSERT_TRUE(mma.check.ok()) << mma.check.message;
+    EXPECT_TRUE(evosdpa::detail::mma_sm80::score_mod_row(mma.variant)) << mma.variant;
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
+    EXPECT_EQ(select_any_arch(p, dev, "reference").check.status, EVOSDPA_SUCCESS);
+  }
+}
+
+// A sliding window or softcap: mma_sm80 takes them on its 16-row-warp row, whatever the grid.
 TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
   const auto with_mods = [](int64_t left, float softcap) {
     auto p = valid_params();
@@ -51,23 +75,9 @@ TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
     p.softcap = softcap;
     return p;
   };
-  // An H100's 132 SMs: (2,8,512,64) fills fewer than half of them, where "auto" would otherwise pass
-  // D = 64 over to mma_sm80.
-  DeviceInfo h100 = device(9, 0);
-  h100.sm_count = 132;
-  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
-    for (const auto& p : {with_mods(63, 0.f), with_mods(-1, 30.f), with_mods(63, 30.f)}) {
-      for (const char* k : {"splitkv_sm80", "mma_fp8_sm89"}) {
-        const Selection s = select_any_arch(p, dev, k);
-        EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << ": " << s.check.message;
-      }
-      const Selection mma = select_any_arch(p, dev, "mma_sm80");
-      ASSERT_TRUE(mma.check.ok()) << mma.check.message;
-      EXPECT_TRUE(evosdpa::detail::mma_sm80::score_mod_row(mma.variant)) << mma.variant;
-      EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
-      EXPECT_EQ(select_any_arch(p, dev, "reference").check.status, EVOSDPA_SUCCESS);
-    }
-  }
+  expect_modifier_kernels(with_mods(63, 0.f), "sliding window");
+  expect_modifier_kernels(with_mods(-1, 30.f), "softcap");
+  expect_modifier_kernels(with_mods(63, 30.f), "sliding window");
   // Decoding shapes too: splitkv_sm80 has no modifiers, mma_sm80 takes them before the reference kernel.
   auto decode = with_mods(255, 0.f);
   decode.seqlen_q = 1;
@@ -85,15 +95,8 @@ TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
   p.mask = reinterpret_cast<const void*>(uintptr_t{0x50000000});
   p.mask_type = EVOSDPA_MASK_ADDITIVE;
   p.mask_seq_stride = 512;
-  DeviceInfo h100 = device(9, 0);
-  h100.sm_count = 132;
-  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
-    const Selection s = select_any_arch(p, dev, "splitkv_sm80");
-    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << s.check.message;
-    EXPECT_NE(s.check.message.find("mask"), std::string::npos) << s.check.message;
-    EXPECT_EQ(select_any_arch(p, dev, "mma_fp8_sm89").check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
-    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
-  }
+  expect_modifier_kernels(p, "mask");
+  const DeviceInfo h100 = ::h100();
   auto odd = p;
   odd.mask_seq_stride = 516;  // rows 1,032 bytes apart: element pairs aligned, 16-byte chunks not
   EXPECT_EQ(name_of(select_any_arch(odd, h100, "auto")), "mma_sm80");
@@ -126,14 +129,8 @@ TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
 TEST(Selection, AlibiRunsOnlyOnTheKernelsWithIt) {
   auto p = valid_params();
   p.alibi_slopes = reinterpret_cast<const float*>(uintptr_t{0x50000004});  // floats: 4-byte alignment is enough
-  DeviceInfo h100 = device(9, 0);
-  h100.sm_count = 132;
-  for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), h100}) {
-    const Selection s = select_any_arch(p, dev, "splitkv_sm80");
-    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << s.check.message;
-    EXPECT_NE(s.check.message.find("ALiBi"), std::string::npos) << s.check.message;
-    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
-  }
+  expect_modifier_kernels(p, "ALiBi");
+  const DeviceInfo h100 = ::h100();
   // Alone on mma_sm80 too: with a softcap, the reference kernel everywhere.
   auto both = p;
   both.softcap = 30.f;
@@ -226,8 +223,7 @@ TEST(Selection, Fp8InputsRunOnTheFp8KernelsFromSm89AndAreRefusedOnSm80) {
 }
 
 TEST(Selection, AutoLeavesFewClusteredD64ItemsToTheSmallGridVariant) {
-  auto h100 = device(9, 0);
-  h100.sm_count = 132;
+  const DeviceInfo h100 = ::h100();
   // (1, 8, 512, 64): 64 items of 64 rows, each CTA's two consumers splitting its 4 K/V tiles.
   auto p = valid_params(1, 8, 512, 512, 64);
   Selection s = select_any_arch(p, h100, "auto");
