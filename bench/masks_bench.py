@@ -4,6 +4,7 @@ without it, and FlashAttention's flash_attn_func with the same window and softca
     python3 bench/masks_bench.py --json masks.json
     python3 bench/masks_bench.py --dtype bf16 --iters 20
     python3 bench/masks_bench.py --kernel mma_sm80    # one kernel by name (auto by default)
+    python3 bench/masks_bench.py --points mask,bias   # the points whose names hold these, with their plain calls
 
 Points (B, H, L, D = 128, Hq = Hkv, fp16 or bf16): causal prefill at L = 32k with a window of 4096 keys
 (Mistral's), against full causal (issue 13's target: at least (L / window) / 2 = 4x faster); non-causal
@@ -114,6 +115,17 @@ def flash_attn_peer():
         return None
 
 
+def selected_points(fragments):
+    """POINTS whose names hold one of the comma-separated fragments (all without any), with the plain call
+    of each one's (B, H, L, causal), which its ratio needs."""
+    if not fragments:
+        return POINTS
+    wanted = [p for p in POINTS if any(f in p[0] for f in fragments.split(","))]
+    keys = {(p[1], p[2], p[3], p[4]) for p in wanted}
+    return [p for p in POINTS if p in wanted or ((p[1], p[2], p[3], p[4]) in keys and p[5] is None and not p[6]
+                                                  and p[7] is None)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "both"])
@@ -121,7 +133,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--json", default=None)
     ap.add_argument("--kernel", default=None, help="a kernel by name (default: auto); points it refuses are skipped")
+    ap.add_argument("--points", default=None,
+                    help="comma-separated name fragments: only the points whose names hold one, and their plain calls")
     args = ap.parse_args()
+    points = selected_points(args.points)
     import torch
     evosdpa = import_evosdpa()
     timer = Timer(torch, args.iters, args.warmup, torch.empty(1 << 20, dtype=torch.uint8, device="cuda"))
@@ -133,7 +148,7 @@ def main():
     print(f"{'point':34} {'dtype':5} {'us':>10} {'TFLOP/s':>8} {'vs plain':>9} {'max err':>9} {'flash_attn us':>13}")
     for dtype in dtypes:
         plain_us = {}
-        for name, b, h, length, causal, window, softcap, spec in POINTS:
+        for name, b, h, length, causal, window, softcap, spec in points:
             gen = torch.Generator(device="cuda").manual_seed(0)
             q, k, v = (torch.randn(b, h, length, D, generator=gen, device="cuda").to(dtype) for _ in range(3))
             kw = {"causal": causal, "causal_alignment": "bottom_right", "kernel": args.kernel}

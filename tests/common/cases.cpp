@@ -183,7 +183,8 @@ std::vector<KCase> mask_cases() {
       cases.push_back({"biggrid", with_mods(shape(4, 16, 8, 1100, 1300, d, F), 200, 200, 30), dt, L, 3.0, true, 29});
       // Mask tensors: full [B, H, Lq, Lk] (GQA, an odd Lk), per batch [B, 1, Lq, Lk] and shared [1, 1, Lq, Lk]
       // with each causal mask (Lq > Lk: rows that see no key), a key padding mask [B, 1, 1, Lk] (batch
-      // entry 1 sees no key), a negative scale, and a grid of several items per CTA.
+      // entry 1 sees no key), a negative scale, a zero one (an additive mask alone decides), and a grid of
+      // several items per CTA.
       const auto BOOL = EVOSDPA_MASK_BOOL, ADD = EVOSDPA_MASK_ADDITIVE;
       cases.push_back({"mask", with_mask(shape(2, 4, 2, 333, 517, d, F), BOOL), dt});
       cases.push_back({"mask", with_mask(shape(2, 4, 4, 300, 300, d, TL), ADD, true, false), dt, L, 2.0});
@@ -191,6 +192,7 @@ std::vector<KCase> mask_cases() {
       cases.push_back({"mask", with_mask(shape(1, 2, 2, 700, 300, d, BR), BOOL, false, true), dt});
       cases.push_back({"keypad", with_mask(shape(3, 2, 2, 257, 1000, d, F), BOOL, true, false, false), dt});
       cases.push_back({"mask", with_mask(shape(1, 2, 2, 129, 129, d, F, -0.2), ADD), dt, Layout::Padded});
+      cases.push_back({"mask", with_mask(shape(2, 2, 1, 150, 461, d, TL, 0.0), ADD, true, false), dt});
       cases.push_back({"biggrid", with_mask(shape(4, 16, 16, 1100, 1100, d, TL), ADD, true, false), dt, L, 1.0, true, 29});
       // ALiBi: GQA without a causal mask (bottom-right diagonal, Lq < Lk, head 4's slope negative), per
       // batch entry with a top-left causal mask (odd), bottom-right with Lq > Lk (rows that see no key),

@@ -163,13 +163,6 @@ __device__ __forceinline__ uint32_t ld_shared_u16(uint32_t addr) {
   asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(addr));
   return v;
 }
-// 16 bytes from global to shared memory, of which the first `bytes` (0..16) are read and the rest zeroed;
-// completes with this thread's cp_async_wait_all (the generic proxy: no fence for the thread's own reads).
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
@@ -184,6 +177,14 @@ __device__ __forceinline__ uint4 ld_shared_u4(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
   return v;
+}
+// Four 8 x 8 matrices of 16-bit elements: lanes 8k .. 8k + 7 give the addresses of matrix k's rows (16
+// bytes each); register k of lane t receives row t / 4, elements 2 (t % 4) and + 1 of matrix k.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&v)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(addr)
+               : "memory");
 }
 // prmt with a selector in a register (where each lane picks its own byte order).
 __device__ __forceinline__ uint32_t byte_perm_r(uint32_t a, uint32_t b, uint32_t selector) {

@@ -43,7 +43,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (const Check c = fp8 ? check_no_kv_cache(p) : check_no_page_table(p); !c.ok()) return refuse(who + c.message);
   if (fp8 && uses_varlen(p)) return refuse(who + "variable-length batches take fp16 or bf16 inputs");
   if (fp8 && uses_score_mods(p)) return refuse(who + "a sliding window or softcap takes fp16 or bf16 inputs");
-  // The mask tensor's and ALiBi's kernels (score_mods.cuh) have it alone; the mask's copy it in 16-byte chunks.
+  // The mask tensor's and ALiBi's kernels (score_mods.cuh) have it alone; the mask's load it by TMA.
   if (uses_mask(p) && (uses_window(p) || uses_softcap(p)))
     return refuse(who + "a mask tensor with a sliding window or softcap (reference runs them together)");
   if (uses_alibi(p) && (uses_window(p) || uses_softcap(p) || uses_mask(p)))
@@ -52,7 +52,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if ((uses_mask(p) || uses_alibi(p)) && p.softmax_scale == 0.f)  // (NaN, the default, is 1/sqrt(head_dim))
     return refuse(who + (uses_mask(p) ? "a mask tensor" : "ALiBi") + " with softmax_scale 0 (reference runs it)");
   if (const Check c = check_tensor_row_alignment(mask_view(p), mask_elem_bytes(p), kTmaAlign); !c.ok())
-    return refuse(who + c.message + " (it copies the mask in 16-byte chunks; reference takes any alignment)");
+    return refuse(who + c.message + " (TMA loads the mask; reference takes any alignment)");
   const wgmma_sm90::Choice choice = choice_for(p, dev);
   const int variant = choice.row;
   if (variant < 0)

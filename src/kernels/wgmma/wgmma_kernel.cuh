@@ -608,11 +608,11 @@ __device__ __forceinline__ void finish_rows(float (&o)[N], float (&m)[2], float 
 // the ring position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last
 // tile, whose turn its consumer keeps (no one waits for it). scale_log2: the scores' scale (times
 // q_descale * k_descale with FP8 inputs); v_descale: O's factor (1 for 16-bit inputs). Mods: the score
-// modifiers (score_mods.cuh).
-template <typename T, int kIndex, typename Mods, typename Epilogue>
+// modifiers (score_mods.cuh); mt: the consumer warp's mask tensor tiles (wgmma_mask.cuh), kept across items.
+template <typename T, int kIndex, typename Mods, typename Epilogue, typename Mask>
 __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const Work& w, int consumer,
-                             const Smem<kIndex>& sm, Epilogue& epilogue, int iter, int tiles, bool last_turn,
-                             float scale_log2, float v_descale) {
+                             const Smem<kIndex>& sm, Epilogue& epilogue, Mask& mt, int iter, int tiles,
+                             bool last_turn, float scale_log2, float v_descale) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
   constexpr int D = kCfg.head_dim, BN = kCfg.block_n, kStages = kCfg.stages, C = kCfg.consumers;
   constexpr bool kSplitKeys = kCfg.split_keys;
@@ -638,18 +638,16 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[kPSteps<T, BN>][4];
-  using Mask = MaskTile<T, BN, Mods::kMask>;  // the mask tensor's tiles, staged a tile ahead
-  using Alibi = AlibiTile<BN, Mods::kAlibi>;  // or ALiBi's bias (ScoreMods: never both)
+  using Alibi = AlibiTile<BN, Mods::kAlibi>;  // ALiBi's bias (ScoreMods: never with a mask tensor)
   constexpr bool kPreloaded = Mask::kPreloads || Alibi::kPreloads;  // S = Q.K^T adds to a bias
   static_assert(!(kPreloaded && Mods::kSoftcap), "a bias goes after the softcap: no preload with one");
-  Mask mt(sm.mask_stage(consumer, warp, Mask::kWarpBytes), lane);
   const Alibi alibi(p, w, row_lo, lane, scale_log2);
   const int warp_row0 = row0 + 16 * warp;  // the warp's 16 rows
   // A preloaded mask in raw score units (supports(): scale != 0): a bias over the scale, a hidden key at
   // -inf, or at +inf for a negative scale (scores_to_probs multiplies by it first).
   const float mask_inv_scale = 1.4426950408889634f / scale_log2;
   const float mask_hidden = scale_log2 > 0.f ? -INFINITY : INFINITY;
-  const bool one_row = p.mask_seq_stride == 0;  // a key mask, staged as one row (MaskTile)
+  const bool one_row = p.mask_seq_stride == 0;  // a key mask, loaded as one row (MaskTile)
   if (run.count == 0) {
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
@@ -720,11 +718,14 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
 // The consumer warpgroup's work items, with the ring position and the pingpong carried across them.
 // FP8: each item's descales, read for its (batch, K/V head) (FlashAttention-3's indexing).
 template <typename T, int kIndex, typename Schedule, typename Epilogue>
-__device__ void consume(const KernelParams& p, const CUtensorMap* to, int consumer,
+__device__ void consume(const KernelParams& p, const CUtensorMap* to, const CUtensorMap* tmask, int consumer,
                         const Smem<kIndex>& sm) {
   constexpr bool kFp8 = kConfigs[kIndex].fp8;
   const int items = cta_items<Schedule>(sm);
   Epilogue epilogue;
+  using Mask = MaskTile<T, kConfigs[kIndex].block_n, Schedule::Mods::kMask>;  // staged a tile ahead
+  const int warp = threadIdx.x % 128 / 32;
+  Mask mt(tmask, sm.mask_stage(consumer, warp, Mask::kWarpBytes), sm.mask_full(consumer, warp), threadIdx.x % 32);
   // The CTA's last item with tiles holds the last turn, which is kept. A dynamic CTA does not know its last
   // item: every turn is passed on, and consumer 0 takes the one left after the end.
   const int last = static_cast<int>(ld_shared_u32(sm.plan(1)));
@@ -742,8 +743,8 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consum
       scale_log2 *= p.q_descale[at] * p.k_descale[at];
       v_descale = p.v_descale[at];
     }
-    consume_item<T, kIndex, typename Schedule::Mods>(p, to, w, consumer, sm, epilogue, iter, tiles, !Schedule::kDynamic && iter == last,
-                            scale_log2, v_descale);
+    consume_item<T, kIndex, typename Schedule::Mods>(p, to, w, consumer, sm, epilogue, mt, iter, tiles,
+                                                     !Schedule::kDynamic && iter == last, scale_log2, v_descale);
     tiles += w.n_tiles;
   }
   if constexpr (Schedule::kDynamic)
@@ -755,8 +756,10 @@ template <typename T, int kIndex, typename Schedule, typename Epilogue>
 __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
-                     const KernelParams p, const __grid_constant__ Geometry geo) {
+                     const __grid_constant__ CUtensorMap tm_mask, const KernelParams p,
+                     const __grid_constant__ Geometry geo) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
+  constexpr bool kMask = Schedule::Mods::kMask != MaskKind::kNone;
   constexpr int kTransposers = 96;  // FP8: warps 1-3 of the producer warpgroup (transpose_v)
   extern __shared__ uint8_t smem_raw[];
   const Smem<kIndex> sm{(smem_addr(smem_raw) + 1023u) & ~1023u};  // the 128B swizzle repeats every 1024 bytes
@@ -765,6 +768,11 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     prefetch_tensor_map(&tm_k);
     prefetch_tensor_map(&tm_v);
     prefetch_tensor_map(&tm_o);
+    if constexpr (kMask) {
+      prefetch_tensor_map(&tm_mask);
+      for (int c = 0; c < kCfg.consumers; ++c)
+        for (int w = 0; w < 4; ++w) mbar_init(sm.mask_full(c, w), 1);  // lane 0's expect_tx
+    }
     for (int b = 0; b < TileConfig::kQBuffers; ++b) {
       if (b > 0) mbar_init(sm.q_full(b), 1);  // q_full(0) and k_full(0): plan_cta's
       mbar_init(sm.q_empty(b), Epilogue::kQReleases);
@@ -803,7 +811,7 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     Epilogue().idle();
   } else {
     regs_claim<kCfg.consumer_regs>();
-    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, wg - 1, sm);
+    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, &tm_mask, wg - 1, sm);
   }
 }
 

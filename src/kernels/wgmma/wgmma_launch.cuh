@@ -96,6 +96,19 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   } else {
     tk = tv = tq;  // no key tile is loaded without keys (a map of an empty tensor cannot be encoded)
   }
+  // A mask tensor's map (wgmma_mask.cuh): [batch|1, heads_q|1, seqlen_q|1, seqlen_k], a broadcast
+  // dimension (stride 0) of size 1, boxes of 16 rows (a consumer warp's) by 128 bytes, or of the one row
+  // of a key mask; the other kernels get Q's, unused.
+  CUtensorMap tmask = tq;
+  if (p.mask != nullptr && p.seqlen_q > 0 && p.seqlen_k > 0) {
+    const bool bytes = p.mask_type == EVOSDPA_MASK_BOOL;
+    err = encode_tensor_map(tmask,
+                            {p.mask, p.mask_batch_stride != 0 ? p.batch : 1, p.mask_head_stride != 0 ? p.heads_q : 1,
+                             p.mask_seq_stride != 0 ? p.seqlen_q : 1, p.seqlen_k, p.mask_batch_stride,
+                             p.mask_head_stride, p.mask_seq_stride},
+                            bytes ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : dtype, p.mask_seq_stride != 0 ? 16 : 1);
+    if (err != cudaSuccess) return err;
+  }
   constexpr int smem = cfg.smem_bytes();
   int device = 0, sms = 0;
   err = cudaGetDevice(&device);
@@ -119,7 +132,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
         cudaLaunchAttribute cluster;
         const cudaLaunchConfig_t config = cluster_launch(cluster, splits, items * splits, cfg.threads(), smem, stream);
         const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(items * splits));
-        err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, p, geo);
+        err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, tmask, p, geo);
         return err == cudaSuccess ? cudaGetLastError() : err;
       }
     }
@@ -133,7 +146,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     const int bytes = cfg.smem_bytes(mask_elem);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != cudaSuccess) return e;
-    kernel<<<static_cast<unsigned>(grid), cfg.threads(), bytes, stream>>>(tq, tk, tv, to, p, geo);
+    kernel<<<static_cast<unsigned>(grid), cfg.threads(), bytes, stream>>>(tq, tk, tv, to, tmask, p, geo);
     return cudaGetLastError();
   };
   // Score modifiers (supports(): the hand-made rows of a row split, unsplit, without the counter) on the

@@ -31,6 +31,7 @@ struct Smem {
   static constexpr int kOStage = kCfg.o_stage_offset();
   static constexpr int kOStageBytes = kCfg.o_stage_bytes();
   static constexpr int kMaskStage = kCfg.mask_stage_offset();
+  static constexpr int kMaskBars = kCfg.mask_bar_offset();
   uint32_t base;
   __device__ uint32_t q(int buffer) const { return base + buffer * kQBytes; }
   __device__ uint32_t k(int stage) const { return q(TileConfig::kQBuffers) + stage * kTileBytes; }
@@ -53,10 +54,12 @@ struct Smem {
   __device__ uint32_t pv_tile(int stage) const { return kCfg.fp8 ? vt(stage) : v(stage); }
   __device__ uint32_t pv_full(int stage) const { return kCfg.fp8 ? vt_full(stage) : v_full(stage); }
   __device__ uint32_t pv_empty(int stage) const { return kCfg.fp8 ? vt_empty(stage) : v_empty(stage); }
-  // A mask tensor's tile (wgmma_mask.cuh): `bytes` per warp, consumer c's warp w at (4 c + w).
+  // A mask tensor's tile (wgmma_mask.cuh): `bytes` per warp, consumer c's warp w at (4 c + w); the
+  // mbarrier its loads complete on.
   __device__ uint32_t mask_stage(int consumer, int warp, int bytes) const {
     return base + kMaskStage + (4 * consumer + warp) * bytes;
   }
+  __device__ uint32_t mask_full(int consumer, int warp) const { return base + kMaskBars + 8 * (4 * consumer + warp); }
   // Float `row` of the item's maxima (which 0) or sums (which 1).
   __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
   // Field f (Work's, in write_work's order) of the Work of the item whose Q is in `buffer`.
