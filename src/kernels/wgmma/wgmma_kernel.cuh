@@ -476,9 +476,9 @@ __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 
 // past the sequence's end or outside some row's causal or window bounds (the warpgroup's rows row0 ..
 // row0 + 63); it goes last, so that no bias (+inf included) revives a masked score.
 template <int kBlockN, typename Form, typename Mods>
-__device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
-                                                float scale_log2, int key0, int row0, int row_lo, int lane,
-                                                float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+__device__ __forceinline__ void scores_to_probs_n(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
+                                                  float scale_log2, int key0, int row0, int row_lo, int lane,
+                                                  float (&m)[2], float (&l)[2], float (&alpha)[2]) {
   const int key_last = key0 + kBlockN - 1;
   bool masked = key0 + kBlockN > w.len_k || (p.causal && key_last > row0 + w.causal_offset);
   if constexpr (Mods::kWindow)
@@ -498,6 +498,39 @@ __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const 
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= scale_log2;
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
+  }
+}
+
+// Whether the tile's keys key0 + kBlockN/2 .. are hidden from every row of the warpgroup (rows row0 ..
+// row0 + 63): its last row's last visible key lies in the first half. The causal diagonal's tile of an
+// item's first 64 rows when items and tiles are aligned (every such tile of the fa3 grid's causal
+// shapes: at (32,32,512,64) 4 of the 20 tile turns of a head), a tile half or more past the sequence's
+// end. Warpgroup-uniform.
+template <int kBlockN, typename Mods>
+__device__ __forceinline__ bool second_half_hidden(const KernelParams& p, const Work& w, int key0, int row0) {
+  return last_key<Mods>(p, w.len_k, row0 + 63 + w.causal_offset) < key0 + kBlockN / 2;
+}
+
+// The first half of a tile's accumulators: the first kBlockN/2 keys' elements, 0 .. kBlockN/4 - 1.
+template <int N>
+__device__ __forceinline__ float (&first_half(float (&s)[N]))[N / 2] {
+  return *reinterpret_cast<float(*)[N / 2]>(&s[0]);
+}
+
+// scores_to_probs_n over the tile, or with `half` (second_half_hidden) over its first half alone: the
+// hidden half's masking, maxima, exponentials and sums are skipped (half the softmax of such a tile), its
+// P set to zero. (Zeroing P's fragments for that half instead, under the same branch, made ptxas
+// serialise every wgmma of the kernel for the A fragments' registers, C7511: 15-50% slower.)
+template <int kBlockN, typename Form, typename Mods>
+__device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
+                                                float scale_log2, int key0, int row0, int row_lo, int lane,
+                                                float (&m)[2], float (&l)[2], float (&alpha)[2], bool half) {
+  if (half) {
+    scores_to_probs_n<kBlockN / 2, Form, Mods>(first_half(sc), p, w, scale_log2, key0, row0, row_lo, lane, m, l, alpha);
+#pragma unroll
+    for (int i = kBlockN / 4; i < kBlockN / 2; ++i) sc[i] = 0.f;
+  } else {
+    scores_to_probs_n<kBlockN, Form, Mods>(sc, p, w, scale_log2, key0, row0, row_lo, lane, m, l, alpha);
   }
 }
 
@@ -674,7 +707,12 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
-  scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha);
+  // Half tiles (second_half_hidden) at D = 64, where the softmax is as long as the GEMMs: H100, median of
+  // 3 alternated runs, (32,32,512,64) causal -1.5% (fp16 142.5 -> 140.3 us), (16,32,1024,64) causal -2.2%;
+  // at D = 128 none faster and (4,16,4096,128) causal +0.8% (the second softmax's code), so not there.
+  constexpr bool kHalfTiles = D == 64;
+  bool half = kHalfTiles && second_half_hidden<BN, Mods>(p, w, key0 + run.tile(0) * BN, row0);
+  scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha, half);
   to_fragments<T, BN>(sc, pa);
 
   for (int k = 1; k < run.count; ++k) {
@@ -693,7 +731,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     if (!keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
-    scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha);
+    half = kHalfTiles && second_half_hidden<BN, Mods>(p, w, key0 + j * BN, row0);
+    scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha, half);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);
