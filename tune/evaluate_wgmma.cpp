@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "candidate.hpp"
+#include "kernels/wgmma/cu_tensor_map.hpp"
 #include "kernels/wgmma/tma_map.hpp"
 #include "kernels/wgmma/wgmma_geometry.hpp"
 #include "spaces.hpp"
@@ -17,7 +18,8 @@ namespace {
 
 // The kernel's arguments (wgmma_kernel.cuh: attention_kernel's parameters, in order).
 struct WgmmaArgs {
-  CUtensorMap tq, tk, tv, to, tmask;  // tmask: a mask tensor's map, unused by the tuner's (unmasked) kernels
+  CUtensorMap tq, tk, tv, to;
+  wg::MaskMap<false> no_mask;  // the tuner's kernels have no mask tensor
   detail::KernelParams p;
   wg::Geometry geo;
 };
@@ -65,7 +67,6 @@ std::string WgmmaEvaluator::bind(const Genome& g, const Problem& pr, KernelLaunc
         a->tv, {p.v, p.batch, heads_kv, p.seqlen_k, p.head_dim, p.v_batch_stride, p.v_head_stride, p.v_seq_stride},
         dtype, row.block_n, row.row_bytes());
   if (p.seqlen_k == 0) a->tk = a->tv = a->tq;  // no key tile is loaded (as wgmma_launch.cuh)
-  a->tmask = a->tq;
   if (err != cudaSuccess) return std::string("tensor map: ") + cudaGetErrorString(err);
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -75,7 +76,7 @@ std::string WgmmaEvaluator::bind(const Genome& g, const Problem& pr, KernelLaunc
       (static_cast<long long>(p.seqlen_q) + row.block_m() - 1) / row.block_m() * p.batch * p.heads_q;
   out.grid = row.split_keys ? items : std::min<long long>(items, sms);
   a->geo = wg::Geometry::of(p, row.block_m(), static_cast<int>(out.grid));
-  out.args = {&a->tq, &a->tk, &a->tv, &a->to, &a->tmask, &a->p, &a->geo};
+  out.args = {&a->tq, &a->tk, &a->tv, &a->to, &a->no_mask, &a->p, &a->geo};
   out.storage = a;
   return {};
 }

@@ -11,3 +11,18 @@ typedef struct CUtensorMap_st {
 #else
 #include <cuda.h>
 #endif
+
+namespace evosdpa::detail::wgmma_sm90 {
+
+// A mask tensor's map as the kernel's parameter (wgmma_mask.cuh): only the kernels with a mask tensor
+// have one; the others take an empty struct in its place, so that their parameter block stays what it
+// was before masks (four maps, the params, the geometry). (Graph replay of (1,8,512,64) measured the same
+// with a fifth map in every kernel: 7.90-8.00 us against 7.84-8.03 on an H100, docs/perf-log.md v13.6.)
+template <bool kOn>
+struct MaskMap {};
+template <>
+struct MaskMap<true> {
+  CUtensorMap map;
+};
+
+}  // namespace evosdpa::detail::wgmma_sm90

@@ -795,8 +795,8 @@ template <typename T, int kIndex, typename Schedule, typename Epilogue>
 __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     attention_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                      const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_o,
-                     const __grid_constant__ CUtensorMap tm_mask, const KernelParams p,
-                     const __grid_constant__ Geometry geo) {
+                     const __grid_constant__ MaskMap<Schedule::Mods::kMask != MaskKind::kNone> tm_mask,
+                     const KernelParams p, const __grid_constant__ Geometry geo) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
   constexpr bool kMask = Schedule::Mods::kMask != MaskKind::kNone;
   constexpr int kTransposers = 96;  // FP8: warps 1-3 of the producer warpgroup (transpose_v)
@@ -808,7 +808,7 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     prefetch_tensor_map(&tm_v);
     prefetch_tensor_map(&tm_o);
     if constexpr (kMask) {
-      prefetch_tensor_map(&tm_mask);
+      prefetch_tensor_map(map_of(tm_mask));
       for (int c = 0; c < kCfg.consumers; ++c)
         for (int w = 0; w < 4; ++w) mbar_init(sm.mask_full(c, w), 1);  // lane 0's expect_tx
     }
@@ -850,7 +850,7 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     Epilogue().idle();
   } else {
     regs_claim<kCfg.consumer_regs>();
-    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, &tm_mask, wg - 1, sm);
+    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, map_of(tm_mask), wg - 1, sm);
   }
 }
 

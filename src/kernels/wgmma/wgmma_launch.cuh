@@ -98,11 +98,11 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   }
   // A mask tensor's map (wgmma_mask.cuh): [batch|1, heads_q|1, seqlen_q|1, seqlen_k], a broadcast
   // dimension (stride 0) of size 1, boxes of 16 rows (a consumer warp's) by 128 bytes, or of the one row
-  // of a key mask; the other kernels get Q's, unused.
-  CUtensorMap tmask = tq;
+  // of a key mask; a parameter of the mask kernels only (MaskMap).
+  MaskMap<true> tmask{tq};  // (never read without a mask)
   if (p.mask != nullptr && p.seqlen_q > 0 && p.seqlen_k > 0) {
     const bool bytes = p.mask_type == EVOSDPA_MASK_BOOL;
-    err = encode_tensor_map(tmask,
+    err = encode_tensor_map(tmask.map,
                             {p.mask, p.mask_batch_stride != 0 ? p.batch : 1, p.mask_head_stride != 0 ? p.heads_q : 1,
                              p.mask_seq_stride != 0 ? p.seqlen_q : 1, p.seqlen_k, p.mask_batch_stride,
                              p.mask_head_stride, p.mask_seq_stride},
@@ -132,7 +132,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
         cudaLaunchAttribute cluster;
         const cudaLaunchConfig_t config = cluster_launch(cluster, splits, items * splits, cfg.threads(), smem, stream);
         const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(items * splits));
-        err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, tmask, p, geo);
+        err = cudaLaunchKernelEx(&config, kernel, tq, tk, tv, to, MaskMap<false>{}, p, geo);
         return err == cudaSuccess ? cudaGetLastError() : err;
       }
     }
@@ -141,12 +141,13 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   // A split_keys row takes one item per CTA (its consumers hand over through one shared-memory area).
   const int64_t grid = cfg.split_keys ? items : std::min<int64_t>(items, sms);
   const Geometry geo = Geometry::of(p, cfg.block_m(), static_cast<int>(grid), cfg.elem_bytes());
-  // mask_elem: bytes per element of the mask tensor the kernel stages (wgmma_mask.cuh), 0 without one.
-  const auto run = [&](auto* kernel, int mask_elem = 0) {
+  // mask_elem: bytes per element of the mask tensor the kernel stages (wgmma_mask.cuh), 0 without one;
+  // mask: its map for the mask kernels, MaskMap<false> for the others.
+  const auto run = [&](auto* kernel, auto mask, int mask_elem) {
     const int bytes = cfg.smem_bytes(mask_elem);
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != cudaSuccess) return e;
-    kernel<<<static_cast<unsigned>(grid), cfg.threads(), bytes, stream>>>(tq, tk, tv, to, tmask, p, geo);
+    kernel<<<static_cast<unsigned>(grid), cfg.threads(), bytes, stream>>>(tq, tk, tv, to, mask, p, geo);
     return cudaGetLastError();
   };
   // Score modifiers (supports(): the hand-made rows of a row split, unsplit, without the counter) on the
@@ -154,8 +155,12 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   if (has_score_mods(p)) {
     if constexpr (kScoreModRow<kIndex>)
       return with_score_mods(p, [&](auto mods) {
-        return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods)>, StoreEpilogue<T, kIndex>>,
-                   kMaskElemBytes<decltype(mods)::kMask>);
+        constexpr MaskKind kMask = decltype(mods)::kMask;
+        auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods)>, StoreEpilogue<T, kIndex>>;
+        if constexpr (kMask != MaskKind::kNone)
+          return run(kernel, tmask, kMaskElemBytes<kMask>);
+        else
+          return run(kernel, MaskMap<false>{}, 0);
       });
     else
       return cudaErrorInvalidValue;  // never a row without them: the result would ignore them
@@ -167,10 +172,10 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     if (p.workspace != nullptr) {
       err = cudaMemsetAsync(p.workspace, 0, sizeof(unsigned), stream);
       if (err != cudaSuccess) return err;
-      return run(attention_kernel<T, kIndex, DynamicSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>);
+      return run(attention_kernel<T, kIndex, DynamicSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>, MaskMap<false>{}, 0);
     }
   }
-  return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>);
+  return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>, MaskMap<false>{}, 0);
 }
 
 // KernelFamily::probe_image on this instantiation (see mma_launch.cuh).

@@ -26,6 +26,15 @@ namespace evosdpa::detail::wgmma_sm90 {
 template <MaskKind kKind>
 inline constexpr int kMaskElemBytes = kKind == MaskKind::kBool ? 1 : kKind == MaskKind::kAdditive ? 2 : 0;
 
+// The map a MaskMap parameter holds (cu_tensor_map.hpp), nullptr for the kernels without a mask tensor.
+template <bool kOn>
+__device__ __forceinline__ const CUtensorMap* map_of(const MaskMap<kOn>& m) {
+  if constexpr (kOn)
+    return &m.map;
+  else
+    return nullptr;
+}
+
 template <typename T, int kBlockN, MaskKind kKind>
 struct MaskTile {
   static constexpr int kWarpBytes = 0;
