@@ -96,12 +96,17 @@ std::vector<KernelResources> parse_ptxas_log(std::istream& in) {
   static const std::regex frame(R"(([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads)");
   static const std::regex used(R"(Used ([0-9]+) registers)");
   static const std::regex smem(R"(([0-9]+) bytes smem)");
+  // A note naming its function, before or after the function's entry in the log.
+  static const std::regex serialized(R"(wgmma\.mma_async instructions are serialized (.*) in the function '([^']+)')");
   std::vector<KernelResources> out;
+  std::map<std::string, std::string> serialized_why;  // function -> reason
   std::string line;
   KernelResources* cur = nullptr;
   while (std::getline(in, line)) {
     std::smatch m;
-    if (std::regex_search(line, m, entry)) {
+    if (std::regex_search(line, m, serialized)) {
+      serialized_why[m[2]] = m[1];
+    } else if (std::regex_search(line, m, entry)) {
       out.push_back({});
       cur = &out.back();
       cur->function = m[1];
@@ -117,6 +122,8 @@ std::vector<KernelResources> parse_ptxas_log(std::istream& in) {
       cur = nullptr;  // "Used" closes an entry
     }
   }
+  for (auto& k : out)
+    if (const auto it = serialized_why.find(k.function); it != serialized_why.end()) k.wgmma_serialized = it->second;
   return out;
 }
 
@@ -262,6 +269,7 @@ std::vector<std::string> gate_violations(const std::vector<KernelResources>& ker
       v.push_back(who + std::to_string(k.spill_store_bytes) + " bytes spill stores, " +
                   std::to_string(k.spill_load_bytes) + " bytes spill loads");
     if (k.stack_bytes != 0) v.push_back(who + std::to_string(k.stack_bytes) + " bytes stack frame");
+    if (!k.wgmma_serialized.empty()) v.push_back(who + "wgmma instructions serialized " + k.wgmma_serialized);
     const ArchLimits& lim = arch_limits_or_conservative(k.arch);
     if (k.static_smem_bytes + k.dynamic_smem_bytes > lim.smem_per_block_optin) {
       v.push_back(who + std::to_string(k.static_smem_bytes + k.dynamic_smem_bytes) +

@@ -16,6 +16,9 @@ struct KernelResources {
   long spill_store_bytes = 0;
   long spill_load_bytes = 0;
   long static_smem_bytes = 0;
+  // ptxas's reason when it serialised the kernel's wgmma instructions (its "Potential Performance Loss:
+  // wgmma.mma_async instructions are serialized due to ..." notes, C7510/C7511); empty when it did not.
+  std::string wgmma_serialized;
   // Launch shape, from the kernel family's tile table (0 when the kernel is not one of ours).
   int threads_per_block = 0;
   long dynamic_smem_bytes = 0;
@@ -54,8 +57,9 @@ std::vector<std::string> report_warnings(const std::vector<KernelResources>& ker
 // Resident blocks per SM from registers, shared memory, threads and the block limit (0 if it cannot run).
 int occupancy_blocks(const KernelResources& k, const ArchLimits& lim);
 
-// Problems the gate refuses: spills, a stack frame, or shared memory beyond the arch's per-block limit
-// (the conservative limit for an arch not in the table: see report_warnings).
+// Problems the gate refuses: spills, a stack frame, shared memory beyond the arch's per-block limit (the
+// conservative limit for an arch not in the table: see report_warnings), or wgmma instructions ptxas
+// serialised (every wgmma of the kernel waits for the one before: 15-50% slower, docs/perf-log.md v13.6).
 std::vector<std::string> gate_violations(const std::vector<KernelResources>& kernels);
 
 // The table ends with the lines of report_warnings, if any.

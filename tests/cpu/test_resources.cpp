@@ -1,5 +1,6 @@
-// The resource gate: every kernel the build produced has no spills and no stack frame, and its shared
-// memory fits the per-block limit of its arch. Reads the ptxas output captured during this build.
+// The resource gate: every kernel the build produced has no spills and no stack frame, its shared memory
+// fits the per-block limit of its arch, and ptxas did not serialise its wgmma instructions. Reads the ptxas
+// output captured during this build.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -74,7 +75,9 @@ TEST(ResourceGate, ParsesPtxasOutput) {
       "ptxas info    : Compiling entry function '_Z3fooPf' for 'sm_80'\n"
       "ptxas info    : Function properties for _Z3fooPf\n"
       "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
-      "ptxas info    : Used 300 registers, used 0 barriers, 200000 bytes smem, 360 bytes cmem[0]\n");
+      "ptxas info    : Used 300 registers, used 0 barriers, 200000 bytes smem, 360 bytes cmem[0]\n"
+      "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+      "insufficient register resources for the wgmma pipeline in the function '_Z3fooPf'\n");
   const auto ks = parse_ptxas_log(log);
   ASSERT_EQ(ks.size(), 2u);
   EXPECT_EQ(ks[0].arch, "sm_90");
@@ -86,8 +89,10 @@ TEST(ResourceGate, ParsesPtxasOutput) {
   EXPECT_EQ(ks[0].threads_per_block, evosdpa::detail::mma_sm80::kConfigs[0].threads());
   EXPECT_GT(ks[0].dynamic_smem_bytes, 0);
   EXPECT_EQ(ks[1].static_smem_bytes, 200000);
+  EXPECT_TRUE(ks[0].wgmma_serialized.empty());
+  EXPECT_EQ(ks[1].wgmma_serialized, "due to insufficient register resources for the wgmma pipeline");
   const auto bad = gate_violations(ks);
-  EXPECT_EQ(bad.size(), 3u);  // spills and stack of the first, shared memory of the second
+  EXPECT_EQ(bad.size(), 4u);  // spills and stack of the first, shared memory and serialised wgmma of the second
 }
 
 TEST(ResourceGate, OccupancyArithmetic) {
