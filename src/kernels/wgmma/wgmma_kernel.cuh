@@ -709,8 +709,10 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   epilogue.first_s_done(sm);
   // Half tiles (second_half_hidden) at D = 64, where the softmax is as long as the GEMMs: H100, median of
   // 3 alternated runs, (32,32,512,64) causal -1.5% (fp16 142.5 -> 140.3 us), (16,32,1024,64) causal -2.2%;
-  // at D = 128 none faster and (4,16,4096,128) causal +0.8% (the second softmax's code), so not there.
-  constexpr bool kHalfTiles = D == 64;
+  // at D = 128 none faster and (4,16,4096,128) causal +0.8% (the second softmax's code), so not there. Nor
+  // on split_keys rows (grids under one wave): (1,8,512,64) under graph replay 7.87-8.02 -> 7.68-7.87 us
+  // without them (H100, five alternated runs; the trace showed no half tile in its items).
+  constexpr bool kHalfTiles = D == 64 && !kSplitKeys;
   bool half = kHalfTiles && second_half_hidden<BN, Mods>(p, w, key0 + run.tile(0) * BN, row0);
   scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha, half);
   to_fragments<T, BN>(sc, pa);
