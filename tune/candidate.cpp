@@ -115,9 +115,11 @@ CompiledCandidate compile_wgmma_sm90(const detail::wgmma_sm90::TileConfig& row, 
                                      const SourceTree& tree) {
   const std::string type = dtype == EVOSDPA_DTYPE_BFLOAT16 ? "__nv_bfloat16" : "__half";
   const std::string ns = "evosdpa::detail::wgmma_sm90::";
+  // The kernel the library runs for the tune grids' padded calls on this row (kCallSequences, wgmma_launch.cuh).
+  const std::string seqs = std::string("evosdpa::detail::") + (row.split_keys || row.fp8 ? "CallSequences" : "OwnSequences");
   return compile_kernel("kernels/wgmma/wgmma_kernel.cuh",
-                        "&" + ns + "attention_kernel<" + type + ", 0, " + ns + "PersistentSchedule<0, evosdpa::detail::NoMods>, " + ns +
-                            "StoreEpilogue<" + type + ", 0>>",
+                        "&" + ns + "attention_kernel<" + type + ", 0, " + ns + "PersistentSchedule<0, evosdpa::detail::NoMods, " +
+                            seqs + ">, " + ns + "StoreEpilogue<" + type + ", 0, " + seqs + ">>",
                         row_initializer(row), "sm_90a", tree);
 }
 

@@ -42,4 +42,23 @@ __device__ __forceinline__ Sequence sequence_of(const KernelParams& p, int b) {
   return s;
 }
 
+// Whether a call's sequences have lengths or rows of their own (packed, or seqused_k): sequence_of's
+// reads, where padded_sequence serves the others.
+__host__ __device__ __forceinline__ bool own_sequences(const KernelParams& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr;
+}
+
+// Where a kernel instantiation reads its sequences, as a compile-time policy. CallSequences serves calls
+// without sequences of their own (own_sequences false): every value comes from the parameter bank, the
+// sequences' first rows are the constant 0, so the kernel carries no per-sequence loads or arithmetic;
+// OwnSequences serves any call through sequence_of.
+struct CallSequences {
+  static constexpr bool kOwn = false;
+  static __device__ __forceinline__ Sequence of(const KernelParams& p, int) { return padded_sequence(p); }
+};
+struct OwnSequences {
+  static constexpr bool kOwn = true;
+  static __device__ __forceinline__ Sequence of(const KernelParams& p, int b) { return sequence_of(p, b); }
+};
+
 }  // namespace evosdpa::detail

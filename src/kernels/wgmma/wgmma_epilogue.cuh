@@ -65,9 +65,11 @@ __device__ __forceinline__ void copy_rows_out(const KernelParams& p, const Work&
 // with the wait, +10% with it deferred. FP8 rows: O (fp16 or bf16, o_dtype) is twice Q's bytes, so each
 // consumer has a buffer of its own (o_stage), which the warpgroup writes once the storing thread has seen
 // the previous store read it (the barrier at the start of store: that thread passed first_s_done).
-template <typename T, int kIndex>
+// Seqs: the kernel's sequence policy (sequence.cuh); only OwnSequences has packed queries.
+template <typename T, int kIndex, typename Seqs>
 struct StoreEpilogue {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
+  static_assert(!(kCfg.fp8 && Seqs::kOwn), "FP8 rows serve calls without sequences of their own (supports())");
   // Every thread of each storing warpgroup (split_keys: the item's one storing consumer): besides the
   // store, the buffer's slot holds the item's Work, which all of them read. With the storing thread's
   // arrival alone, their reads were ordered before the next load only through the warpgroup's barrier in
@@ -113,7 +115,7 @@ struct StoreEpilogue {
       }
     }
     const int row0 = w.q0 + 64 * at;  // the warpgroup's first row in its sequence
-    if constexpr (!kCfg.fp8) {
+    if constexpr (Seqs::kOwn) {
       // Packed queries: the 64 rows of a sequence's last block may run into the next sequence.
       if (p.cu_seqlens_q != nullptr && row0 + 64 > w.len_q) {
         named_sync_warpgroup(kCfg.consumers + 1 + consumer);
@@ -127,7 +129,7 @@ struct StoreEpilogue {
     named_sync_warpgroup(kCfg.consumers + 1 + consumer);  // ids after the pingpong's 1..consumers
     if (t == 0) {
       for (int b = 0; b < D / 64; ++b)
-        tma_store(to, rows + b * kBlockBytes, 64 * b, w.q_start + row0, w.head, q_map_batch(p, w));
+        tma_store(to, rows + b * kBlockBytes, 64 * b, w.q_start + row0, w.head, q_map_batch<Seqs>(p, w));
       bulk_commit();
     }
     pending = q_buf;

@@ -38,24 +38,27 @@
 namespace evosdpa::detail::wgmma_sm90 {
 
 // ---- the CTA's plan and its items' Work in shared memory ---------------------------------------------
-template <int kIndex>
+// With CallSequences the sequence's fields stay out of it (read_work takes them from the parameter bank).
+template <typename Seqs, int kIndex>
 __device__ __forceinline__ void write_work(const Smem<kIndex>& sm, int buf, const Work& w) {
   const int fields[Work::kFields] = {w.q0,    w.head,    w.batch, w.t0,  w.n_tiles,      w.kv_head,
                                      w.q_start, w.k_start, w.len_q, w.len_k, w.causal_offset};
+  constexpr int kWritten = Seqs::kOwn ? Work::kFields : Work::kItemFields;
 #pragma unroll
-  for (int f = 0; f < Work::kFields; ++f) st_shared(sm.work(buf, f), static_cast<uint32_t>(fields[f]));
+  for (int f = 0; f < kWritten; ++f) st_shared(sm.work(buf, f), static_cast<uint32_t>(fields[f]));
 }
 
-// FP8 rows serve padded batches without seqused_k only (supports()): their sequences' rows, lengths and
-// diagonal are the call's, read from the parameter bank rather than from shared memory into registers
-// kept through the loops (8 bytes spilled otherwise).
-template <int kIndex>
+// With CallSequences (sequence.cuh) the sequence's rows, lengths and diagonal are the call's: read from
+// the parameter bank (the rows' starts the constant 0) rather than from shared memory into registers kept
+// through the loops (FP8 rows spilled 8 bytes otherwise).
+template <typename Seqs, int kIndex>
 __device__ __forceinline__ Work read_work(const KernelParams& p, const Smem<kIndex>& sm, int buf) {
+  constexpr int kRead = Seqs::kOwn ? Work::kFields : Work::kItemFields;
   int f[Work::kFields];
 #pragma unroll
-  for (int i = 0; i < Work::kFields; ++i) f[i] = static_cast<int>(ld_shared_u32(sm.work(buf, i)));
-  if constexpr (kConfigs[kIndex].fp8) {
-    const Sequence s = padded_sequence(p);
+  for (int i = 0; i < kRead; ++i) f[i] = static_cast<int>(ld_shared_u32(sm.work(buf, i)));
+  if constexpr (!Seqs::kOwn) {
+    const Sequence s = CallSequences::of(p, 0);
     return {f[0], f[1], f[2], f[3], f[4], f[5], s.q_start, s.k_start, s.len_q, s.len_k, s.causal_offset};
   }
   return {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10]};
@@ -65,23 +68,23 @@ __device__ __forceinline__ Work read_work(const KernelParams& p, const Smem<kInd
 // Q of Work w into buffer `buf`, completing on its q_full.
 // An item past its sequence's end (packed batches) has no row to load: q_full completes at once, so that
 // the consumers do not wait a load's latency for an item they only pass through.
-template <int kIndex>
+template <typename Seqs, int kIndex>
 __device__ __forceinline__ void issue_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm, int buf,
                                         const Work& w) {
-  if (w.q0 >= w.len_q) {
+  if (Seqs::kOwn && w.q0 >= w.len_q) {
     mbar_arrive(sm.q_full(buf));
     return;
   }
   mbar_expect_tx(sm.q_full(buf), Smem<kIndex>::kQBytes);
   for (int b = 0; b < Smem<kIndex>::kDBlocks; ++b)
     tma_load(sm.q(buf) + b * Shape<kIndex>::kBlockM * 128, tq, sm.q_full(buf), Smem<kIndex>::kBlockCols * b,
-             w.q_start + w.q0, w.head, q_map_batch(p, w));
+             w.q_start + w.q0, w.head, q_map_batch<Seqs>(p, w));
 }
 
 // Tile t of Work w's keys or values (`map`) into the ring buffer at `dst`, completing on `full`.
 // Packed keys: the rows past the sequence's end are the next sequence's (or TMA's zeros past total_k);
 // their scores are masked, so their P is 0.
-template <int kIndex>
+template <typename Seqs, int kIndex>
 __device__ __forceinline__ void issue_kv(const CUtensorMap* map, const KernelParams& p, uint32_t dst, uint32_t full,
                                          const Work& w, int t) {
   using S = Smem<kIndex>;
@@ -89,7 +92,7 @@ __device__ __forceinline__ void issue_kv(const CUtensorMap* map, const KernelPar
   mbar_expect_tx(full, S::kTileBytes);
   for (int b = 0; b < S::kDBlocks; ++b)
     tma_load(dst + b * kBlockN * 128, map, full, S::kBlockCols * b, w.k_start + (w.t0 + t) * kBlockN, w.kv_head,
-             k_map_batch(p, w));
+             k_map_batch<Seqs>(p, w));
 }
 
 // ---- the CTA's plan ---------------------------------------------------------------------------------
@@ -105,6 +108,7 @@ __device__ __forceinline__ void issue_kv(const CUtensorMap* map, const KernelPar
 template <int kIndex, typename Schedule>
 __device__ __forceinline__ void plan_cta(const CUtensorMap* tq, const CUtensorMap* tk, const KernelParams& p,
                                          const Geometry& g, const Smem<kIndex>& sm) {
+  using Seqs = typename Schedule::Seqs;
   mbar_init(sm.q_full(0), 1);
   mbar_init(sm.k_full(0), 1);
   mbar_init_fence();
@@ -114,9 +118,9 @@ __device__ __forceinline__ void plan_cta(const CUtensorMap* tq, const CUtensorMa
     // for the producer's walk.
     Cursor cursor;
     const Work w = Schedule::locate(p, g, cursor, blockIdx.x);
-    write_work(sm, 0, w);
-    issue_q(tq, p, sm, 0, w);
-    if (w.n_tiles > 0) issue_kv<kIndex>(tk, p, sm.k(0), sm.k_full(0), w, 0);
+    write_work<Seqs>(sm, 0, w);
+    issue_q<Seqs>(tq, p, sm, 0, w);
+    if (w.n_tiles > 0) issue_kv<Seqs, kIndex>(tk, p, sm.k(0), sm.k_full(0), w, 0);
     st_shared(sm.plan(0), w.is_end() ? 0u : 1u);
     st_shared(sm.plan(1), w.is_end() ? ~0u : 0u);
     st_shared(sm.plan(2), static_cast<uint32_t>(cursor.b));
@@ -126,9 +130,9 @@ __device__ __forceinline__ void plan_cta(const CUtensorMap* tq, const CUtensorMa
     int last = items - 1;
     if (items > 0) {
       const Work w = Schedule::item(p, g, 0);
-      write_work(sm, 0, w);
-      issue_q(tq, p, sm, 0, w);
-      if (w.n_tiles > 0) issue_kv<kIndex>(tk, p, sm.k(0), sm.k_full(0), w, 0);
+      write_work<Seqs>(sm, 0, w);
+      issue_q<Seqs>(tq, p, sm, 0, w);
+      if (w.n_tiles > 0) issue_kv<Seqs, kIndex>(tk, p, sm.k(0), sm.k_full(0), w, 0);
       // Searched from the end: summing every item's tiles first held the consumers back from their first
       // item (causal D=64 L=512-1024, ~31 items per CTA: 4% of the run).
       while (last > 0 && Schedule::item(p, g, last).n_tiles == 0) --last;
@@ -151,14 +155,14 @@ __device__ __forceinline__ int cta_items(const Smem<kIndex>& sm) {
 // it (its previous use, kQBuffers items earlier, is done), and the item's Work beside it: the consumers
 // read it once q_full completes (the arrival releases the stores), instead of each computing the item
 // (the causal order's arithmetic on their critical path between items).
-template <int kIndex>
+template <typename Seqs, int kIndex>
 __device__ __forceinline__ void load_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm, int iter,
                                        const Work& w) {
   constexpr int kBuffers = TileConfig::kQBuffers;
   const int buf = iter % kBuffers;
   if (iter >= kBuffers) mbar_wait(sm.q_empty(buf), (iter / kBuffers - 1) & 1);
-  write_work(sm, buf, w);
-  issue_q(tq, p, sm, buf, w);
+  write_work<Seqs>(sm, buf, w);
+  issue_q<Seqs>(tq, p, sm, buf, w);
 }
 
 // For each work item: its K and V tiles through the ring, whose position carries on from one item to the
@@ -169,15 +173,16 @@ template <int kIndex, typename Schedule>
 __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv, const KernelParams& p,
                         const Geometry& g, const Smem<kIndex>& sm) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
+  using Seqs = typename Schedule::Seqs;
   static_assert(TileConfig::kQBuffers == 2, "the loop keeps the Work of one item ahead");
   int tiles = 0;                                   // K/V tiles loaded so far
   const int items = cta_items<Schedule>(sm);
   if (items == 0) return;
-  Work next = read_work(p, sm, 0);
+  Work next = read_work<Seqs>(p, sm, 0);
   for (int iter = 0; Schedule::kDynamic || iter < items; ++iter) {
     // DynamicSchedule: the item's Work from its slot, where load_q put it (in 24 registers, the thread
     // cannot hold it and the next one's: 56 bytes spilled).
-    const Work w = Schedule::kDynamic ? read_work(p, sm, iter % TileConfig::kQBuffers) : next;
+    const Work w = Schedule::kDynamic ? read_work<Seqs>(p, sm, iter % TileConfig::kQBuffers) : next;
     if constexpr (Schedule::kDynamic)
       if (w.is_end()) break;
     // The claim of the next item goes out first; its answer is read only at load_next_q, under this
@@ -200,24 +205,24 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
       if constexpr (Schedule::kDynamic) {
         // The walk's cursor stays in the plan between items, for the same reason.
         Cursor cursor{static_cast<int>(ld_shared_u32(sm.plan(2))), static_cast<int>(ld_shared_u32(sm.plan(3)))};
-        load_q(tq, p, sm, iter + 1, Schedule::locate(p, g, cursor, ticket));
+        load_q<Seqs>(tq, p, sm, iter + 1, Schedule::locate(p, g, cursor, ticket));
         st_shared(sm.plan(2), static_cast<uint32_t>(cursor.b));
         st_shared(sm.plan(3), static_cast<uint32_t>(cursor.base));
       } else {
         next = Schedule::item(p, g, iter + 1);
-        load_q(tq, p, sm, iter + 1, next);
+        load_q<Seqs>(tq, p, sm, iter + 1, next);
       }
     };
     if (w.n_tiles == 0 && ahead) load_next_q();
     const auto load_k = [&](int t) {
       const int c = tiles + t, s = c % kCfg.stages;  // ring position and stage
       if (c >= kCfg.stages) mbar_wait(sm.k_empty(s), (c / kCfg.stages - 1) & 1);  // the phase that freed s
-      issue_kv<kIndex>(tk, p, sm.k(s), sm.k_full(s), w, t);
+      issue_kv<Seqs, kIndex>(tk, p, sm.k(s), sm.k_full(s), w, t);
     };
     const auto load_v = [&](int t) {
       const int c = tiles + t, s = c % kCfg.stages;
       if (c >= kCfg.stages) mbar_wait(sm.v_empty(s), (c / kCfg.stages - 1) & 1);
-      issue_kv<kIndex>(tv, p, sm.v(s), sm.v_full(s), w, t);
+      issue_kv<Seqs, kIndex>(tv, p, sm.v(s), sm.v_full(s), w, t);
     };
     // split_keys: K of tile t goes out before V of tile t - 1, which is needed only after S_{t-1}'s
     // softmax, so that the next consumer's first K tile is not behind a V: (1,8,512,128) 10.9 -> 9.8 us
@@ -775,7 +780,7 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, const CUte
   for (int iter = 0; Schedule::kDynamic ? items > 0 : iter < items; ++iter) {
     const int buf = iter % TileConfig::kQBuffers;
     mbar_wait(sm.q_full(buf), (iter / TileConfig::kQBuffers) & 1);
-    const Work w = read_work(p, sm, buf);
+    const Work w = read_work<typename Schedule::Seqs>(p, sm, buf);
     if constexpr (Schedule::kDynamic)
       if (w.is_end()) break;
     float scale_log2 = p.scale_log2, v_descale = 1.f;

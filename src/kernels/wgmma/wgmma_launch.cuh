@@ -14,6 +14,17 @@
 
 namespace evosdpa::detail::wgmma_sm90 {
 
+// Whether row kIndex's plain kernel (no score modifiers, the persistent grid) is compiled with
+// CallSequences (sequence.cuh) for calls without sequences of their own. FP8 rows serve only those
+// (supports()): that kernel alone. split_keys rows, whose grids are under one wave and whose time is
+// mostly the CTA's start: both it and an OwnSequences kernel; with sequence_of's loads and per-item
+// fields the first TMA load waited on a chain of constant and global loads (the plan's first K tile
+// ~265 cycles later, perf-log v13.7; SASS of the fp16 D=64 row: 188 instructions before the first
+// UTMALDG against 134, 61 LDC against 22). The other rows: OwnSequences alone (a kernel of the call's
+// lengths was no faster on grids of many items, perf-log v12, for four more kernels per row).
+template <int kIndex>
+inline constexpr bool kCallSequences = kConfigs[kIndex].fp8 || kConfigs[kIndex].split_keys;
+
 // Work items: block_m query rows of one (batch, head), in 64 bits; supports() keeps them <= 2^31-1.
 inline int64_t work_items(const KernelParams& p, int block_m) {
   return (static_cast<int64_t>(p.seqlen_q) + block_m - 1) / block_m * p.batch * p.heads_q;
@@ -156,7 +167,8 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     if constexpr (kScoreModRow<kIndex>)
       return with_score_mods(p, [&](auto mods) {
         constexpr MaskKind kMask = decltype(mods)::kMask;
-        auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods)>, StoreEpilogue<T, kIndex>>;
+        auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods), OwnSequences>,
+                                        StoreEpilogue<T, kIndex, OwnSequences>>;
         if constexpr (kMask != MaskKind::kNone)
           return run(kernel, tmask, kMaskElemBytes<kMask>);
         else
@@ -172,16 +184,28 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     if (p.workspace != nullptr) {
       err = cudaMemsetAsync(p.workspace, 0, sizeof(unsigned), stream);
       if (err != cudaSuccess) return err;
-      return run(attention_kernel<T, kIndex, DynamicSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>, MaskMap<false>{}, 0);
+      return run(attention_kernel<T, kIndex, DynamicSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex, OwnSequences>>,
+                 MaskMap<false>{}, 0);
     }
   }
-  return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>, MaskMap<false>{}, 0);
+  const auto plain = [&](auto seqs) {
+    using Seqs = decltype(seqs);
+    return run(attention_kernel<T, kIndex, PersistentSchedule<kIndex, NoMods, Seqs>, StoreEpilogue<T, kIndex, Seqs>>,
+               MaskMap<false>{}, 0);
+  };
+  if constexpr (kCallSequences<kIndex>)
+    if (!own_sequences(p)) return plain(CallSequences{});
+  if constexpr (kConfigs[kIndex].fp8)
+    return cudaErrorInvalidValue;  // never: FP8 rows serve padded calls only (supports())
+  else
+    return plain(OwnSequences{});
 }
 
 // KernelFamily::probe_image on this instantiation (see mma_launch.cuh).
 template <typename T, int kIndex>
 cudaError_t kernel_attributes(cudaFuncAttributes* attr) {
-  return cudaFuncGetAttributes(attr, attention_kernel<T, kIndex, PersistentSchedule<kIndex, NoMods>, StoreEpilogue<T, kIndex>>);
+  using Seqs = std::conditional_t<kConfigs[kIndex].fp8, CallSequences, OwnSequences>;
+  return cudaFuncGetAttributes(attr, attention_kernel<T, kIndex, PersistentSchedule<kIndex, NoMods, Seqs>, StoreEpilogue<T, kIndex, Seqs>>);
 }
 
 }  // namespace evosdpa::detail::wgmma_sm90

@@ -37,6 +37,7 @@ struct Work {
   int len_q, len_k;   // the sequence's queries and keys
   int causal_offset;  // with a causal mask, query i sees key j <= i + causal_offset
   static constexpr int kFields = 11;
+  static constexpr int kItemFields = 6;  // q0 .. kv_head, the item's own; the rest are its sequence's
   // The end of a CTA's items (DynamicSchedule): no rows, so that its Q "load" completes at once.
   static __device__ __forceinline__ Work end() { return {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}; }
   __device__ __forceinline__ bool is_end() const { return n_tiles < 0; }
@@ -44,13 +45,20 @@ struct Work {
 static_assert(Work::kFields * 4 <= TileConfig::kWorkSlotBytes, "a Work's fields fit its shared-memory slot");
 
 // TMA coordinates of a sequence's rows: its batch entry of a padded tensor, or (packed) rows start ..
-// of the single one.
-__device__ __forceinline__ int q_map_batch(const KernelParams& p, const Work& w) { return p.cu_seqlens_q != nullptr ? 0 : w.batch; }
-__device__ __forceinline__ int k_map_batch(const KernelParams& p, const Work& w) { return p.cu_seqlens_k != nullptr ? 0 : w.batch; }
+// of the single one. Seqs: the kernel's sequence policy (sequence.cuh).
+template <typename Seqs>
+__device__ __forceinline__ int q_map_batch(const KernelParams& p, const Work& w) {
+  return Seqs::kOwn && p.cu_seqlens_q != nullptr ? 0 : w.batch;
+}
+template <typename Seqs>
+__device__ __forceinline__ int k_map_batch(const KernelParams& p, const Work& w) {
+  return Seqs::kOwn && p.cu_seqlens_k != nullptr ? 0 : w.batch;
+}
 
 // Query block qb of flattened head bh, with all the tiles its rows see: from the one holding its first
-// row's first key (Mods::kWindow; else from 0) to the one holding its last row's last key.
-template <int kIndex, typename Mods>
+// row's first key (Mods::kWindow; else from 0) to the one holding its last row's last key; its sequence
+// as the policy Seqs reads it (sequence.cuh).
+template <int kIndex, typename Mods, typename Seqs>
 __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry& g, BlockOfHead at) {
   constexpr int BM = Shape<kIndex>::kBlockM, BN = kConfigs[kIndex].block_n;
   Work w;
@@ -59,9 +67,7 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
   w.batch = bh.quot;
   w.head = bh.rem;
   w.kv_head = g.kv_group.div(w.head);
-  // FP8 rows serve padded batches of the call's lengths only (supports()): no per-sequence arithmetic in
-  // their producer's few registers (8 bytes spilled with it).
-  const Sequence seq = kConfigs[kIndex].fp8 ? padded_sequence(p) : sequence_of(p, w.batch);
+  const Sequence seq = Seqs::of(p, w.batch);
   w.q_start = seq.q_start;
   w.k_start = seq.k_start;
   w.len_q = seq.len_q;
@@ -80,10 +86,11 @@ __device__ __forceinline__ Work whole_item(const KernelParams& p, const Geometry
 
 // CTA b of the grid takes items b, b + gridDim.x, ... of item_order (wgmma_order.hpp), gridDim.x being
 // no larger than the item count. Mods: the kernel's score modifiers (score_mods.cuh), which decide the
-// items' tiles.
-template <int kIndex, typename M>
+// items' tiles; S: where it reads its sequences (CallSequences or OwnSequences, sequence.cuh).
+template <int kIndex, typename M, typename S>
 struct PersistentSchedule {
   using Mods = M;
+  using Seqs = S;
   static constexpr bool kOneItem = false;  // CTAs may take several items
   static constexpr bool kDynamic = false;  // each CTA's items are known from the start
   static __device__ __forceinline__ int items(const Geometry& g) {
@@ -92,7 +99,7 @@ struct PersistentSchedule {
   }
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int iter) {
     const int index = iter * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
-    return whole_item<kIndex, Mods>(p, g, g.order(index));
+    return whole_item<kIndex, Mods, Seqs>(p, g, g.order(index));
   }
 };
 
@@ -101,6 +108,7 @@ struct PersistentSchedule {
 template <int kIndex, typename M>
 struct SplitSchedule {
   using Mods = M;
+  using Seqs = OwnSequences;
   static_assert(!M::kWindow, "a split item's runs start at tile 0 (score modifiers run unsplit: score_mod_row)");
   static constexpr bool kOneItem = true;
   static constexpr bool kDynamic = false;
@@ -108,7 +116,7 @@ struct SplitSchedule {
   static __device__ __forceinline__ Work item(const KernelParams& p, const Geometry& g, int) {
     const int n = static_cast<int>(cluster_size()), r = static_cast<int>(cluster_rank());
     const QuotRem at = g.q_blocks.divmod(static_cast<int>(blockIdx.x) / n);
-    Work w = whole_item<kIndex, Mods>(p, g, {at.rem, at.quot});
+    Work w = whole_item<kIndex, Mods, Seqs>(p, g, {at.rem, at.quot});
     const int tiles = w.n_tiles;
     w.t0 = r * tiles / n;
     w.n_tiles = (r + 1) * tiles / n - w.t0;
@@ -137,6 +145,7 @@ struct Cursor {
 template <int kIndex, typename M>
 struct DynamicSchedule {
   using Mods = M;
+  using Seqs = OwnSequences;  // the counter serves sequences of their own lengths
   static constexpr bool kOneItem = false;
   static constexpr bool kDynamic = true;
   static_assert(!kConfigs[kIndex].split_keys && !kConfigs[kIndex].fp8,
@@ -177,7 +186,7 @@ struct DynamicSchedule {
   static __device__ __forceinline__ Work in_section(const KernelParams& p, const Geometry& g, int b, int blocks,
                                                     int sec, int r) {
     const QuotRem bh = g.section.divmod(r);
-    return whole_item<kIndex, Mods>(p, g, {blocks - 1 - bh.quot, b * p.heads_q + sec * g.section.divisor() + bh.rem});
+    return whole_item<kIndex, Mods, Seqs>(p, g, {blocks - 1 - bh.quot, b * p.heads_q + sec * g.section.divisor() + bh.rem});
   }
 };
 
