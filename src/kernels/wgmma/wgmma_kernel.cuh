@@ -67,7 +67,8 @@ __device__ __forceinline__ Work read_work(const KernelParams& p, const Smem<kInd
 // ---- TMA loads ----------------------------------------------------------------------------------
 // Q of Work w into buffer `buf`, completing on its q_full.
 // An item past its sequence's end (packed batches) has no row to load: q_full completes at once, so that
-// the consumers do not wait a load's latency for an item they only pass through.
+// the consumers do not wait a load's latency for an item they only pass through. (With CallSequences every
+// item of the grid has rows: no test.)
 template <typename Seqs, int kIndex>
 __device__ __forceinline__ void issue_q(const CUtensorMap* tq, const KernelParams& p, const Smem<kIndex>& sm, int buf,
                                         const Work& w) {
