@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cpu/params_fixture.hpp"
+#include "cpu/selection_fixture.hpp"
 #include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/registry.hpp"
 #include "validation.hpp"
@@ -29,13 +30,7 @@ evosdpa_params_t valid_backward(int64_t b = 2, int64_t hq = 8, int64_t hkv = 8, 
 
 // Selection for the backward pass over families built for "80" (every made-up device has code).
 Selection select_backward(const evosdpa_params_t& p, const DeviceInfo& dev, const char* requested) {
-  static std::vector<KernelFamily> copies;
-  static std::vector<const KernelFamily*> pointers;
-  if (copies.empty()) {
-    for (const KernelFamily* f : registry()) copies.push_back(*f), copies.back().cuda_archs = "80";
-    for (const KernelFamily& f : copies) pointers.push_back(&f);
-  }
-  return select_kernel(p, dev, requested, {pointers.data(), pointers.size()}, Pass::kBackward);
+  return select_any_arch(p, dev, requested, Pass::kBackward);
 }
 
 void expect_refused(const evosdpa_params_t& p, evosdpa_status_t status, const std::string& words) {

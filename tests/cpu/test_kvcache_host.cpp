@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cpu/params_fixture.hpp"
+#include "cpu/selection_fixture.hpp"
 #include "kernels/splitkv/splitkv_config.hpp"
 
 using namespace evosdpa::detail;
@@ -88,11 +89,11 @@ TEST(KvCacheValidation, BackwardRefusesACache) {
 TEST(KvCacheSelection, AutoTakesSplitKvAndOthersRefuseByName) {
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
     const evosdpa_params_t p = paged_decode();
-    EXPECT_EQ(name_of(select_kernel(p, dev, "auto")), "splitkv_sm80");
-    EXPECT_EQ(name_of(select_kernel(p, dev, "reference")), "reference");
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), "splitkv_sm80");
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "reference")), "reference");
     for (const char* other : {"mma_sm80", "wgmma_sm90"}) {
       if (std::string(other) == "wgmma_sm90" && dev.cc_major != 9) continue;  // refuses the device first
-      const Selection s = select_kernel(p, dev, other);
+      const Selection s = select_any_arch(p, dev, other);
       EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << other;
       EXPECT_NE(s.check.message.find("page_table"), std::string::npos) << s.check.message;
     }
@@ -100,12 +101,12 @@ TEST(KvCacheSelection, AutoTakesSplitKvAndOthersRefuseByName) {
     // the dense kernels, which read seqused_k too.
     evosdpa_params_t seqused_only = valid_params(2, 8, 1, 512, 64);
     seqused_only.seqused_k = kSeqused;
-    EXPECT_EQ(name_of(select_kernel(seqused_only, dev, "auto")), "splitkv_sm80");
-    const Selection mma = select_kernel(seqused_only, dev, "mma_sm80");
+    EXPECT_EQ(name_of(select_any_arch(seqused_only, dev, "auto")), "splitkv_sm80");
+    const Selection mma = select_any_arch(seqused_only, dev, "mma_sm80");
     EXPECT_TRUE(mma.check.ok()) << mma.check.message;
     seqused_only.seqlen_q = 600;
     evosdpa_params_set_bhsd_strides(&seqused_only);
-    EXPECT_NE(name_of(select_kernel(seqused_only, dev, "auto")), "splitkv_sm80");
+    EXPECT_NE(name_of(select_any_arch(seqused_only, dev, "auto")), "splitkv_sm80");
   }
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cpu/params_fixture.hpp"
+#include "cpu/selection_fixture.hpp"
 #include "kernels/mma/mma_config.hpp"
 #include "kernels/mma_fp8/mma_fp8_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
@@ -13,33 +14,6 @@ using namespace evosdpa::detail;
 
 namespace {
 
-// The registry's families with a made-up CUDA target list in place of this build's, so that a test
-// does not depend on the CMAKE_CUDA_ARCHITECTURES it was built with. Not copyable: the table points
-// into it.
-class Families {
- public:
-  explicit Families(const char* cuda_archs, cudaError_t (*probe_image)() = nullptr) {
-    for (const KernelFamily* f : registry()) {
-      copies_.push_back(*f);
-      copies_.back().cuda_archs = cuda_archs;
-      if (probe_image != nullptr) copies_.back().probe_image = probe_image;
-    }
-    for (const KernelFamily& f : copies_) pointers_.push_back(&f);
-  }
-  Families(const Families&) = delete;
-  Families& operator=(const Families&) = delete;
-  FamilyTable table() const { return {pointers_.data(), pointers_.size()}; }
-
- private:
-  std::vector<KernelFamily> copies_;
-  std::vector<const KernelFamily*> pointers_;
-};
-
-// "80": SASS for 8.x and PTX for every later device, so every device these tests make up has code.
-Selection select_any_arch(const evosdpa_params_t& p, const DeviceInfo& dev, const char* requested) {
-  static const Families families("80");
-  return select_kernel(p, dev, requested, families.table());
-}
 
 // An H100's 132 SMs: (2,8,512,64) fills fewer than half of them, where "auto" would otherwise pass
 // D = 64 over to mma_sm80.
