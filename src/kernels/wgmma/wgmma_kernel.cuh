@@ -58,7 +58,7 @@ __device__ __forceinline__ Work read_work(const KernelParams& p, const Smem<kInd
 #pragma unroll
   for (int i = 0; i < kRead; ++i) f[i] = static_cast<int>(ld_shared_u32(sm.work(buf, i)));
   if constexpr (!Seqs::kOwn) {
-    const Sequence s = CallSequences::of(p, 0);
+    const Sequence s = Seqs::of(p, 0);
     return {f[0], f[1], f[2], f[3], f[4], f[5], s.q_start, s.k_start, s.len_q, s.len_k, s.causal_offset};
   }
   return {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10]};
