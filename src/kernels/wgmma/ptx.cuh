@@ -135,8 +135,13 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 // Relaxed: no memory ordering, which the release form buys with a GPU-wide fence (MEMBAR.ALL.GPU in the
 // SASS); what it orders here is execution (the other CTAs are done with their shared memory, their
 // mbarriers are initialised: fence.mbarrier_init before it).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_sync_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+  cluster_arrive_relaxed();
+  cluster_wait();
 }
 // The address of the same shared-memory location in the cluster's CTA `rank`.
 __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {

@@ -7,10 +7,13 @@
 //      stage the CTA's rows (O_s, m_s, l_s) in its own shared memory, over the Q and K/V rings once every
 //      GEMM of the CTA is done;
 //   2. cluster barrier (relaxed): every CTA's rows are staged and no CTA reads its rings any more;
-//   3. one thread per CTA copies each owner's slice of its staged rows into the owner's slot `rank`
-//      with one bulk copy (shared::cta to shared::cluster), completing the owner's merge barrier;
+//   3. one thread per CTA copies each other owner's slice of its staged rows into that owner's slot
+//      `rank` with one bulk copy (shared::cta to shared::cluster), completing the owner's merge barrier
+//      (its own slice it reads where it is staged);
 //   4. the owner waits on its merge barrier, merges its rows from its own shared memory (in slot order:
-//      deterministic) and stores them. Nothing reads another CTA, so CTAs leave freely.
+//      deterministic) and stores them;
+//   5. a second cluster barrier, whose arrival is each owner's merge barrier done and whose wait comes
+//      after the stores: a CTA leaves only once the copies out of its staged rows have all landed.
 // Step 3 as each thread's 8-byte st.async stores of its values (the version of docs/perf-log.md v8.4)
 // took 2,200-3,000 cycles at (1,8,512,64) in clusters of 2, of a merge of ~7,500 (clock trace, v13.9).
 // The producer warpgroup's threads, and with split_keys the consumer that does not store, join the
@@ -48,7 +51,10 @@ struct MergeEpilogue {
     full_row_sum(l[0]);
     full_row_sum(l[1]);
     // The staged rows lie over the rings: with a row split the other consumers may still be in their
-    // GEMMs (split_keys: the storer's hand-over has waited for the other's last one).
+    // GEMMs (split_keys: the storer's hand-over has waited for the other's last one). The warp converges
+    // first: the spin of the last mbar_wait (inline PTX) leaves no reconvergence point, and synccheck
+    // reported the barrier's warps divergent (3-consumer row, clusters of 2).
+    __syncwarp();
     if constexpr (!kCfg.split_keys) named_sync_threads(kBarrier, kStoreThreads);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -60,15 +66,20 @@ struct MergeEpilogue {
     fence_async_shared();  // the staged rows, for the bulk copies (async proxy)
     named_sync_threads(kBarrier, kStoreThreads);  // ... all of them, before one thread copies them
     const bool issuer = threadIdx.x == (kCfg.split_keys ? 128 * (1 + consumer) : 128);
-    if (issuer) mbar_expect_tx(sm.merge_full(), kBlockM * kRowBytes);  // a slice from each of the n CTAs
+    if (issuer) mbar_expect_tx(sm.merge_full(), (n - 1) * slice * kRowBytes);  // a slice from each other CTA
     cluster_sync_relaxed();
     if (issuer)
       for (int owner = 0; owner < n; ++owner)
-        bulk_copy_to_cluster(cluster_map(sm.received(rank * slice), static_cast<uint32_t>(owner)),
-                             sm.staged(owner * slice), slice * kRowBytes,
-                             cluster_map(sm.merge_full(), static_cast<uint32_t>(owner)));
+        if (owner != rank)
+          bulk_copy_to_cluster(cluster_map(sm.received(rank * slice), static_cast<uint32_t>(owner)),
+                               sm.staged(owner * slice), slice * kRowBytes,
+                               cluster_map(sm.merge_full(), static_cast<uint32_t>(owner)));
     mbar_wait(sm.merge_full(), 0);
+    __syncwarp();              // (the spin again: an aligned barrier follows)
+    cluster_arrive_relaxed();  // every copy into this CTA has landed (step 5)
 
+    // Row r of the owned slice as CTA s ran it.
+    const auto slot_row = [&](int s, int r) { return s == rank ? sm.staged(rank * slice + r) : sm.received(s * slice + r); };
     // The owned rows, 4 columns per step, consecutive threads along a row.
     T* const out = static_cast<T*>(p.o) + w.batch * p.o_batch_stride + w.head * p.o_head_stride +
                    static_cast<int64_t>(w.q_start) * p.o_seq_stride;
@@ -79,18 +90,18 @@ struct MergeEpilogue {
       float big = -INFINITY;
 #pragma unroll
       for (int s = 0; s < kMaxSplits; ++s)
-        if (s < n) big = fmaxf(big, ms[s] = ld_shared_f32(sm.received(s * slice + r) + 4 * D));
+        if (s < n) big = fmaxf(big, ms[s] = ld_shared_f32(slot_row(s, r) + 4 * D));
       const float base = big == -INFINITY ? 0.f : big;  // a row without keys: every l_s is 0
       float sum = 0.f;
 #pragma unroll
       for (int s = 0; s < kMaxSplits; ++s)
-        if (s < n) sum += ld_shared_f32(sm.received(s * slice + r) + 4 * (D + 1)) * (weight[s] = fast_exp2(ms[s] - base));
+        if (s < n) sum += ld_shared_f32(slot_row(s, r) + 4 * (D + 1)) * (weight[s] = fast_exp2(ms[s] - base));
       const float inv = sum > 0.f ? fast_rcp(sum) : 0.f;
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int s = 0; s < kMaxSplits; ++s)
         if (s < n) {
-          const float4 v = ld_shared_v4(sm.received(s * slice + r) + 4 * col);
+          const float4 v = ld_shared_v4(slot_row(s, r) + 4 * col);
           const float f = weight[s] * inv;
           acc.x += f * v.x, acc.y += f * v.y, acc.z += f * v.z, acc.w += f * v.w;
         }
@@ -101,12 +112,14 @@ struct MergeEpilogue {
         if (p.lse != nullptr && col == 0) *lse_row(p, w, q) = lse_of(base, sum);
       }
     }
+    cluster_wait();  // and into the others, which read this CTA's staged rows: it may leave
   }
 
   // The producer warpgroup's threads once their loads are issued, and with split_keys the consumer that
-  // hands its rows over: the barrier of store().
+  // hands its rows over: the two barriers of store().
   __device__ void pass() {
-    __syncwarp();  // the producing thread rejoins its warp for the aligned barrier
+    __syncwarp();  // the producing thread rejoins its warp for the aligned barriers
+    cluster_sync_relaxed();
     cluster_sync_relaxed();
   }
   __device__ void idle() { pass(); }
