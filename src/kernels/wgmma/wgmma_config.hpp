@@ -234,7 +234,7 @@ inline constexpr int kMinTilesPerSplit = 4;
 inline constexpr double kMergeTiles = 2.0;
 // split_keys rows also run split over clusters when a caller forces the variant (Choice), never by this
 // selection: at (1,8,512,64) in clusters of 2 each CTA's GEMMs and softmax end ~2,100 cycles earlier
-// than unsplit, but the merge takes ~4,300 (H100, graph replay 8.1 -> 8.9 us; clock trace,
+// than unsplit, but the merge took ~4,300 (H100, graph replay 8.06 -> 8.67 us; clock trace,
 // docs/perf-log.md v13.9).
 
 // SMs that clusters of `size` CTAs (one per SM) can fill at once: a cluster runs within one GPC, and
