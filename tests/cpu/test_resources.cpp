@@ -49,13 +49,13 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   EXPECT_EQ(splitkv.size(), 2u * 2u * evosdpa::detail::splitkv::kConfigCount)
       << "expected fp16 and bf16 instantiations of every split-KV row, and of its merge per head dim";
   size_t expected = 0;
-  // 16-bit rows: fp16 and bf16, persistent and (unless split_keys) split over clusters and with the work
-  // counter (DynamicSchedule), split_keys rows persistent for each sequence policy (CallSequences,
-  // OwnSequences), and the rows with score modifiers persistent with each of their six combinations
+  // 16-bit rows: fp16 and bf16, persistent and split over clusters, and (unless split_keys) with the work
+  // counter (DynamicSchedule); split_keys rows persistent for each sequence policy (CallSequences,
+  // OwnSequences); and the rows with score modifiers persistent with each of their six combinations
   // (window, softcap, both, a boolean mask tensor, an additive one, ALiBi); FP8 rows: E4M3, persistent only.
   for (int i = 0; i < evosdpa::detail::wgmma_sm90::kConfigCount; ++i) {
     const auto& c = evosdpa::detail::wgmma_sm90::kConfigs[i];
-    expected += c.fp8 ? 1 : c.split_keys ? 2 * 2 : 6;
+    expected += c.fp8 ? 1 : c.split_keys ? 2 * 3 : 6;
     if (evosdpa::detail::wgmma_sm90::score_mod_row(i)) expected += 2 * 6;
   }
   EXPECT_EQ(wgmma.size(), expected)

@@ -72,6 +72,9 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 __device__ __forceinline__ void st_shared(uint32_t addr, uint32_t value) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
 }
+__device__ __forceinline__ void st_shared_v2(uint32_t addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
 
 // ---- wgmma -------------------------------------------------------------------------------------------
 // Before a wgmma reads registers (accumulators, A fragments) that ordinary instructions wrote.
@@ -116,6 +119,13 @@ __device__ __forceinline__ void named_sync_threads(int id, int threads) {
 __device__ __forceinline__ void named_arrive_threads(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// The same without .aligned, for a barrier that its threads reach through different instructions: bar.sync
+// is barrier.sync.aligned, which requires every thread of the CTA to execute the same instruction, and a
+// function inlined at two call sites (e.g. an epilogue's store() after a consumer's tiles or, without any,
+// from the early path) is two instructions. synccheck reports that as "Divergent thread(s) in block".
+__device__ __forceinline__ void named_sync_threads_unaligned(int id, int threads) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---- clusters ----------------------------------------------------------------------------------------
 __device__ __forceinline__ uint32_t cluster_size() {
@@ -132,8 +142,13 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 // Relaxed: no memory ordering, which the release form buys with a GPU-wide fence (MEMBAR.ALL.GPU in the
 // SASS); what it orders here is execution (the other CTAs are done with their shared memory, their
 // mbarriers are initialised: fence.mbarrier_init before it).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_sync_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+  cluster_arrive_relaxed();
+  cluster_wait();
 }
 // The address of the same shared-memory location in the cluster's CTA `rank`.
 __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
@@ -141,16 +156,12 @@ __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
   asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
   return mapped;
 }
-// Stores into the shared memory of a cluster's CTA (addresses from cluster_map) that count their bytes
-// towards that CTA's mbarrier `bar` (complete_tx): the receiver waits on it, the sender goes on.
-__device__ __forceinline__ void st_async(uint32_t addr, float value, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(addr), "f"(value),
-               "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void st_async(uint32_t addr, float a, float b, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(addr),
-               "f"(a), "f"(b), "r"(bar)
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) of this CTA's shared memory into a cluster
+// CTA's (dst and bar from cluster_map), completing that many bytes of its mbarrier `bar`'s transactions:
+// the receiver waits on it, the sender goes on.
+__device__ __forceinline__ void bulk_copy_to_cluster(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "r"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
 __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {

@@ -52,10 +52,10 @@ struct TileConfig {
   constexpr int kv_tile_bytes() const { return block_n * head_dim * elem_bytes(); }
   // The Q ring, then the K ring, then the V ring (every tile a multiple of 1024 bytes, the swizzle's
   // period), then the mbarriers (each ring's full and empty ones, and a split item's merge barrier), then
-  // the row statistics a split item's CTAs exchange (max and sum per query row, wgmma_merge.cuh), then
   // per Q buffer its item's Work (11 ints, which the producer computes for the consumers) and the CTA's
   // plan (up to 4 ints, plan_cta), kWorkSlotBytes each, then with split_keys the partial results the
-  // consumers hand to the storing one; plus 1024 bytes to align the base.
+  // consumers hand to the storing one; plus 1024 bytes to align the base. (A split item's partial rows
+  // go over the rings at the end: partial_row_bytes.)
   // FP8 rows add the transposed V ring and per consumer a buffer of its 64 rows of O (2-byte elements)
   // after the V ring, and the transposed ring's full and empty barriers after the others.
   constexpr int vt_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
@@ -63,8 +63,7 @@ struct TileConfig {
   constexpr int o_stage_bytes() const { return 64 * head_dim * 2; }  // one consumer's rows of O
   constexpr int barrier_offset() const { return o_stage_offset() + (fp8 ? consumers * o_stage_bytes() : 0); }
   constexpr int barrier_count() const { return 2 * kQBuffers + 4 * stages + 1 + (fp8 ? 2 * stages : 0); }
-  constexpr int stats_offset() const { return barrier_offset() + 8 * barrier_count(); }
-  constexpr int work_offset() const { return stats_offset() + 2 * 4 * block_m(); }
+  constexpr int work_offset() const { return barrier_offset() + 8 * barrier_count(); }
   constexpr int handoff_offset() const { return work_offset() + (kQBuffers + 1) * kWorkSlotBytes; }
   // split_keys: per consumer but the storing one, each thread's O accumulators, its two rows' m and l.
   constexpr int handoff_floats() const { return head_dim / 2 + 4; }
@@ -81,8 +80,11 @@ struct TileConfig {
   constexpr int smem_bytes(int mask_elem) const {
     return mask_elem == 0 ? smem_bytes() : 1024 + mask_stage_offset() + mask_stage_bytes(mask_elem);
   }
-  // A split item's partial O, fp32 rows padded by 16 bytes (2-way bank conflicts for the 8-byte stores,
-  // the least 8-byte stores allow), written over the K/V ring once every GEMM is done.
+  // A split item's partial rows (wgmma_merge.cuh): fp32, its D columns of O, then its max and sum, padded
+  // to D + 4 floats (16 bytes past a multiple of 128: 2-way bank conflicts for the 8-byte stores of a
+  // warp's 8 rows, the least 8-byte stores allow). From the start of shared memory, over the Q and K/V
+  // rings once every GEMM is done: the CTA's block_m rows as staged, then the block_m rows it receives
+  // (its slice of each CTA's).
   constexpr int partial_row_bytes() const { return (head_dim + 4) * 4; }
 };
 
@@ -230,6 +232,10 @@ inline constexpr int kMinTilesPerSplit = 4;
 // won the tie, ~35% slower. Measured on an H100 (graph replay, docs/perf-log.md v9.1): (1,8,1024,64)
 // 14.5 us split over clusters of 2 against 10.7 with the keys split inside the CTA.
 inline constexpr double kMergeTiles = 2.0;
+// split_keys rows also run split over clusters when a caller forces the variant (Choice), never by this
+// selection: at (1,8,512,64) in clusters of 2 each CTA's GEMMs and softmax end ~2,100 cycles earlier
+// than unsplit, but the merge took ~4,300 (H100, graph replay 8.06 -> 8.67 us; clock trace,
+// docs/perf-log.md v13.9).
 
 // SMs that clusters of `size` CTAs (one per SM) can fill at once: a cluster runs within one GPC, and
 // GPCs hold SM counts that 4 and 8 do not always divide. Measured with cudaOccupancyMaxActiveClusters
@@ -292,7 +298,7 @@ constexpr bool valid(const TileConfig& c) {
          128 * (c.producer_regs + c.consumers * c.consumer_regs) <= c.threads() * c.launch_regs() &&  // the CTA's registers
          c.kv_tile_bytes() % 1024 == 0 && c.q_bytes() % 1024 == 0 &&       // tiles stay 1024-byte aligned
          c.head_dim % c.block_cols() == 0 &&                               // whole blocks of row_bytes()
-         (c.fp8 || c.block_m() * c.partial_row_bytes() <= 2 * c.stages * c.kv_tile_bytes()) &&  // partial O fits
+         (c.fp8 || 2 * c.block_m() * c.partial_row_bytes() <= c.vt_offset()) &&  // partial rows fit over the rings
          (!c.fp8 || ((c.head_dim == 128 || c.head_dim == 64) && c.block_n == 128 && !c.split_keys)) &&  // one block of Q/K, of V^T rows
          (c.row_bytes() == 128 || c.row_bytes() == 64) &&                    // the swizzles TMA and wgmma share
          c.smem_bytes() <= 227 * 1024;                                       // sm_90's per-block opt-in limit

@@ -135,6 +135,7 @@ struct StoreEpilogue {
     pending = q_buf;
   }
   __device__ void idle() {}
+  __device__ void pass() {}  // a split_keys consumer that hands its rows over
   // The stores complete before the CTA's shared memory goes away.
   __device__ void finish() {
     if (threadIdx.x % 128 == 0) bulk_wait();

@@ -692,6 +692,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     if constexpr (!kSplitKeys) {
       for (int j = 0; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
     } else if (!hand_over<kIndex>(sm, consumer, storer, o, m, l)) {
+      epilogue.pass();
       return;
     }
     finish_rows<kCfg.fp8>(o, m, v_descale);
@@ -753,7 +754,10 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   wgmma_wait<0>();
   mbar_arrive(sm.pv_empty(c % kStages));
   if constexpr (kSplitKeys) {
-    if (!hand_over<kIndex>(sm, consumer, storer, o, m, l)) return;
+    if (!hand_over<kIndex>(sm, consumer, storer, o, m, l)) {
+      epilogue.pass();  // a split item's barrier (MergeEpilogue)
+      return;
+    }
   } else {
     // After the last P.V: a skipped turn waits for its tile, whose load may need this one's V released.
     for (int j = run.count; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));

@@ -126,7 +126,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
   const int64_t items = work_items(p, cfg.block_m());
-  if constexpr (!cfg.split_keys && !cfg.fp8) {  // split_keys and FP8 rows are not split over clusters
+  if constexpr (!cfg.fp8) {  // FP8 rows are not split over clusters
     if (splits > 1) {
       auto* kernel = attention_kernel<T, kIndex, SplitSchedule<kIndex, NoMods>, MergeEpilogue<T, kIndex>>;
       err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

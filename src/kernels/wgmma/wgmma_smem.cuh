@@ -8,9 +8,8 @@ namespace evosdpa::detail::wgmma_sm90 {
 
 // The Q ring, the K ring, the V ring (each tile D/64 blocks of [rows x 64 columns], 1024-byte
 // aligned; FP8: one block of 128 columns), with FP8 the transposed V ring and the O buffers, then the
-// mbarriers, then a split item's row statistics, the Work of each Q buffer's item, the CTA's plan and
-// (split_keys rows) the partial results the consumers hand over; a split item's partial O goes over the
-// K/V ring at the end.
+// mbarriers, the Work of each Q buffer's item, the CTA's plan and (split_keys rows) the partial results
+// the consumers hand over; a split item's partial rows go over the rings at the end.
 template <int kIndex>
 struct Smem {
   static constexpr TileConfig kCfg = kConfigs[kIndex];
@@ -18,7 +17,6 @@ struct Smem {
   static constexpr int kQBytes = kCfg.q_bytes();
   static constexpr int kTileBytes = kCfg.kv_tile_bytes();
   static constexpr int kBarriers = kCfg.barrier_offset();
-  static constexpr int kStats = kCfg.stats_offset();
   static constexpr int kWork = kCfg.work_offset();
   static constexpr int kHandoff = kCfg.handoff_offset();
   static constexpr int kHandoffFloats = kCfg.handoff_floats();
@@ -60,14 +58,15 @@ struct Smem {
     return base + kMaskStage + (4 * consumer + warp) * bytes;
   }
   __device__ uint32_t mask_full(int consumer, int warp) const { return base + kMaskBars + 8 * (4 * consumer + warp); }
-  // Float `row` of the item's maxima (which 0) or sums (which 1).
-  __device__ uint32_t stat(int which, int row) const { return base + kStats + 4 * (which * kBlockM + row); }
   // Field f (Work's, in write_work's order) of the Work of the item whose Q is in `buffer`.
   __device__ uint32_t work(int buffer, int f) const { return base + kWork + TileConfig::kWorkSlotBytes * buffer + 4 * f; }
   // The CTA's plan (plan_cta): its item count (f = 0) and its last item with tiles (f = 1); with
   // DynamicSchedule where its last item was found (f = 2, 3: the Cursor).
   __device__ uint32_t plan(int f) const { return work(TileConfig::kQBuffers, f); }
-  __device__ uint32_t partial(int row) const { return k(0) + row * kPartialRow; }
+  // A split item's partial rows (TileConfig::partial_row_bytes): row `row` of the CTA's, staged; row `row`
+  // of those it receives (slot s's slice from row s * slice).
+  __device__ uint32_t staged(int row) const { return base + row * kPartialRow; }
+  __device__ uint32_t received(int row) const { return base + (kBlockM + row) * kPartialRow; }
   // split_keys: float f of thread t's hand-over in slot h (one per consumer but the storer; a warp's 32
   // floats are consecutive).
   __device__ uint32_t handoff(int h, int f, int t) const {
