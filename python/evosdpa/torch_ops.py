@@ -585,14 +585,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     causal_alignment "top_left" and causal, else key i + Lk - Lq (bottom-right, also without causal).
     Mistral's window of W keys is causal=True, window_size=(W - 1, -1). softcap=c > 0: scores become
     c * tanh(s / c) before the softmax (Gemma 2). Both forward-only (NotImplementedError on a gradient),
-    16-bit inputs, run by wgmma_sm90 (Hopper) and the reference kernel.
+    16-bit inputs, run by wgmma_sm90 (Hopper), mma_sm80 (sm_80 and newer) and the reference kernel.
 
     attn_mask: PyTorch SDPA's: a bool tensor (True: the query sees the key) or an additive one (rounded to
     q's dtype; added to the scaled, softcapped scores; -inf hides a key), broadcastable to [B, Hq, Lq, Lk] (whatever
     the layout): [Lq, Lk], [B, 1, 1, Lk] (key padding), [B, 1, Lq, Lk], ... Broadcast dimensions are read
     with stride 0, never copied. Applied on top of causal masks and windows; a query whose every key is
     hidden gets O = 0 and lse = -inf (PyTorch's math backend gives NaN there). Forward-only, 16-bit
-    inputs; wgmma_sm90 (Hopper) runs it without a window or softcap, the reference kernel always.
+    inputs; wgmma_sm90 (Hopper) runs it with or without a window but not with a softcap, mma_sm80 (sm_80 and
+    newer) with either or both, the reference kernel always.
 
     alibi_slopes: ALiBi, FlashAttention's: float32 (Hq,) (one set for the batch) or (B, Hq) on q's device.
     Query i of head h of batch entry b adds -alibi_slopes[b, h] * |d(i) - j| to its scaled (and softcapped)

@@ -18,9 +18,9 @@ struct ScoreMods {
   static constexpr bool kWindow = kWindowOn;
   // Softcap: every scaled score s becomes c * tanh(s / c) before the masks and the softmax.
   static constexpr bool kSoftcap = kSoftcapOn;
-  // Mask tensor: each tile's elements applied to the scaled scores, the causal/window/length masks after
-  // (wgmma_sm90 loads them into S before Q.K^T adds to it, so never after a softcap; mma_sm80 applies them
-  // after the scale). Alone: no window or softcap with it.
+  // Mask tensor: each tile's elements applied to the scaled (or softcapped) scores, the causal/window/
+  // length masks after. With a window; with a softcap only where the kernel applies the mask after the
+  // scores (mma_sm80): wgmma_sm90 loads it into S before Q.K^T adds to it, which a cap would then bend.
   static constexpr MaskKind kMask = kMaskKind;
   // ALiBi: -slope * |diagonal - key| added to each scaled score, as a mask tensor's bias is; alone too.
   static constexpr bool kAlibi = kAlibiOn;
@@ -35,19 +35,21 @@ inline bool has_score_mods(const KernelParams& p) {
 }
 
 // Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type,
-// p.alibi_slopes). A mask tensor and ALiBi come alone (the families' supports()): their kernels have no
-// other modifier.
-template <typename F>
+// p.alibi_slopes). ALiBi comes alone (the families' supports()); a mask tensor with a window, and with a
+// softcap where kMaskWithSoftcap (the family's supports() refuses that combination otherwise, and this
+// never instantiates it).
+template <bool kMaskWithSoftcap, typename F>
 decltype(auto) with_score_mods(const KernelParams& p, F&& f) {
   if (p.alibi_slopes != nullptr) return f(ScoreMods<false, false, MaskKind::kNone, true>{});
-  if (p.mask_type == EVOSDPA_MASK_BOOL) return f(ScoreMods<false, false, MaskKind::kBool>{});
-  if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return f(ScoreMods<false, false, MaskKind::kAdditive>{});
-  if (p.sliding_window) {
-    if (p.softcap > 0.f) return f(ScoreMods<true, true>{});
-    return f(ScoreMods<true, false>{});
-  }
-  if (p.softcap > 0.f) return f(ScoreMods<false, true>{});
-  return f(NoMods{});
+  const auto windowed = [&](auto mask) -> decltype(auto) {
+    constexpr MaskKind kMask = decltype(mask)::kMask;
+    if constexpr (kMaskWithSoftcap || kMask == MaskKind::kNone)
+      if (p.softcap > 0.f) return p.sliding_window ? f(ScoreMods<true, true, kMask>{}) : f(ScoreMods<false, true, kMask>{});
+    return p.sliding_window ? f(ScoreMods<true, false, kMask>{}) : f(ScoreMods<false, false, kMask>{});
+  };
+  if (p.mask_type == EVOSDPA_MASK_BOOL) return windowed(ScoreMods<false, false, MaskKind::kBool>{});
+  if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return windowed(ScoreMods<false, false, MaskKind::kAdditive>{});
+  return windowed(NoMods{});
 }
 
 // The keys query row i of a sequence (diagonal at i + s.causal_offset) may see under the causal mask

@@ -194,6 +194,19 @@ std::vector<KCase> mask_cases() {
       cases.push_back({"mask", with_mask(shape(1, 2, 2, 129, 129, d, F, -0.2), ADD), dt, Layout::Padded});
       cases.push_back({"mask", with_mask(shape(2, 2, 1, 150, 461, d, TL, 0.0), ADD, true, false), dt});
       cases.push_back({"biggrid", with_mask(shape(4, 16, 16, 1100, 1100, d, TL), ADD, true, false), dt, L, 1.0, true, 29});
+      // Mask tensors with a window: a padded batch under Mistral's window (key padding, grouped heads), a
+      // per-batch bias with a two-sided window (Lq < Lk, BSHD), a full boolean mask with the diagonal key
+      // alone (Lq > Lk: rows that see no key); and with a softcap too, as Gemma 2's local layers on a padded
+      // batch (mma_sm80 and the reference; wgmma_sm90 refuses a mask with a softcap).
+      cases.push_back({"maskwin", with_mods(with_mask(shape(3, 4, 2, 600, 600, d, TL), BOOL, true, false, false), 37, -1, 0),
+                       dt});
+      cases.push_back({"maskwin", with_mods(with_mask(shape(2, 2, 2, 300, 700, d, F), ADD, true, false), 100, 50, 0), dt,
+                       Layout::BSHD, 2.0});
+      cases.push_back({"maskwin", with_mods(with_mask(shape(1, 2, 2, 700, 300, d, BR), BOOL), 0, -1, 0), dt});
+      cases.push_back({"maskcap", with_mods(with_mask(shape(2, 8, 4, 1000, 1000, d, BR), BOOL, true, false, false), 255, -1, 50),
+                       dt, Layout::BSHD, 4.0});
+      cases.push_back({"maskcap", with_mods(with_mask(shape(1, 2, 2, 200, 333, d, F), ADD, true, false), -1, -1, 30), dt, L,
+                       6.0});
       // ALiBi: GQA without a causal mask (bottom-right diagonal, Lq < Lk, head 4's slope negative), per
       // batch entry with a top-left causal mask (odd), bottom-right with Lq > Lk (rows that see no key),
       // BSHD with a negative scale, and a grid of several items per CTA.

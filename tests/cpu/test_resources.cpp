@@ -33,11 +33,12 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
     if (k.function.find("splitkv") != std::string::npos) splitkv.insert(k.function);
     if (k.function.find("wgmma_sm90") != std::string::npos && k.arch == "sm_90a") wgmma.insert(k.function);
   }
-  // fp16 and bf16 per row, and on the score-modifier rows each of their six combinations (window,
-  // softcap, both, ALiBi, a boolean mask tensor, an additive one).
+  // fp16 and bf16 per row, and on the score-modifier rows each of their twelve combinations (window,
+  // softcap, both, ALiBi, and a boolean or an additive mask tensor alone, with a window, a softcap or
+  // both).
   size_t expected_mma = 0;
   for (int i = 0; i < evosdpa::detail::mma_sm80::kConfigCount; ++i)
-    expected_mma += evosdpa::detail::mma_sm80::score_mod_row(i) ? 2 * 7 : 2;
+    expected_mma += evosdpa::detail::mma_sm80::score_mod_row(i) ? 2 * 13 : 2;
   EXPECT_EQ(mma.size(), expected_mma)
       << "expected fp16 and bf16 instantiations of every tile-table row, with the score modifiers' on theirs";
   // fp16 and bf16: per backward row, the kernel in each mode; per head dim, the pre-pass and the dQ
@@ -51,12 +52,13 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   size_t expected = 0;
   // 16-bit rows: fp16 and bf16, persistent and split over clusters, and (unless split_keys) with the work
   // counter (DynamicSchedule); split_keys rows persistent for each sequence policy (CallSequences,
-  // OwnSequences); and the rows with score modifiers persistent with each of their six combinations
-  // (window, softcap, both, a boolean mask tensor, an additive one, ALiBi); FP8 rows: E4M3, persistent only.
+  // OwnSequences); and the rows with score modifiers persistent with each of their eight combinations
+  // (window, softcap, both, a boolean mask tensor, an additive one, each with a window, ALiBi); FP8 rows:
+  // E4M3, persistent only.
   for (int i = 0; i < evosdpa::detail::wgmma_sm90::kConfigCount; ++i) {
     const auto& c = evosdpa::detail::wgmma_sm90::kConfigs[i];
     expected += c.fp8 ? 1 : c.split_keys ? 2 * 3 : 6;
-    if (evosdpa::detail::wgmma_sm90::score_mod_row(i)) expected += 2 * 6;
+    if (evosdpa::detail::wgmma_sm90::score_mod_row(i)) expected += 2 * 8;
   }
   EXPECT_EQ(wgmma.size(), expected)
       << "expected the sm_90a instantiations of every Hopper tile-table row (fp16 and bf16, persistent, split "

@@ -61,9 +61,9 @@ TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
 }
 
 // A mask tensor (evosdpa.h): splitkv_sm80 refuses it; "auto" takes wgmma_sm90 on Hopper and mma_sm80
-// elsewhere, and on Hopper mma_sm80 for what wgmma_sm90 does not take but it does (a mask not 16-byte
-// aligned but aligned to an element pair, a zero scale), the reference kernel for the rest (a mask with
-// a window, a mask not aligned to a pair).
+// elsewhere, also with a sliding window, and on Hopper mma_sm80 for what wgmma_sm90 does not take but it
+// does (a mask not 16-byte aligned but aligned to an element pair, a zero scale, a softcap), the
+// reference kernel for the rest (a mask not aligned to a pair).
 TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
   auto p = valid_params();
   p.mask = reinterpret_cast<const void*>(uintptr_t{0x50000000});
@@ -84,8 +84,13 @@ TEST(Selection, MaskTensorsRunOnlyOnTheKernelsWithThem) {
   auto windowed = p;
   windowed.sliding_window = 1;
   windowed.window_left = 64;
-  EXPECT_EQ(name_of(select_any_arch(windowed, h100, "auto")), "reference");
-  EXPECT_EQ(name_of(select_any_arch(windowed, device(8, 0, 163 * 1024), "auto")), "reference");
+  EXPECT_EQ(name_of(select_any_arch(windowed, h100, "auto")), "wgmma_sm90");
+  EXPECT_EQ(name_of(select_any_arch(windowed, device(8, 0, 163 * 1024), "auto")), "mma_sm80");
+  auto capped = windowed;  // Gemma 2's local layers on a padded batch
+  capped.softcap = 50.f;
+  EXPECT_EQ(name_of(select_any_arch(capped, h100, "auto")), "mma_sm80");
+  EXPECT_NE(select_any_arch(capped, h100, "wgmma_sm90").check.message.find("softcap"), std::string::npos);
+  EXPECT_EQ(name_of(select_any_arch(capped, device(8, 0, 163 * 1024), "auto")), "mma_sm80");
   auto bools = p;  // bytes: 16-byte chunks of rows 16 bytes apart on Hopper, byte pairs on mma_sm80
   bools.mask_type = EVOSDPA_MASK_BOOL;
   bools.mask = reinterpret_cast<const void*>(uintptr_t{0x50000010});
