@@ -135,7 +135,7 @@ TEST(Masks, KernelsWithoutThemRefuse) {
 // What wgmma_sm90 does not take, "auto" gives to mma_sm80 where it runs it (a mask tensor with a window
 // and a softcap), else to the reference kernel (a mask tensor whose pointer is not aligned to an element
 // pair, ALiBi with all three).
-TEST(Masks, WhatWgmmaRefusesGoesToTheReference) {
+TEST(Masks, WhatWgmmaRefusesGoesToMmaOrTheReference) {
   int device = 0, major = 0;
   CUDA_OK(cudaGetDevice(&device));
   CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
