@@ -492,92 +492,145 @@ void prepare_sets(ResultRow& row, const std::vector<Buffers>& sets, const Launch
   CHECK_CUDA(cudaDeviceSynchronize());
 }
 
-void time_kernel(ResultRow& row, const std::vector<Buffers>& sets, const Options& o, const Launcher& launch_one) {
-  cudaStream_t stream;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<cudaGraphExec_t> graphs;
-  if (o.graph) {
-    for (const auto& b : sets) {
-      cudaGraph_t g;
-      CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      const std::string err = launch_one(b, stream);
-      const cudaError_t end = cudaStreamEndCapture(stream, &g);
-      if (!err.empty() || end != cudaSuccess) {
-        row.ok = false;
-        row.error = !err.empty() ? err : std::string("graph capture failed: ") + cudaGetErrorString(end);
-        cudaGetLastError();
-        return;
+// One row's timing state: its stream, its graphs (--graph), its events and the times so far.
+class Timer {
+ public:
+  Timer(ResultRow& row, const std::vector<Buffers>& sets, const Options& o, Launcher launch)
+      : row_(row), sets_(sets), o_(o), launch_(std::move(launch)), ev_(2 * static_cast<size_t>(o.iters)) {
+    CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    for (auto& e : ev_) CHECK_CUDA(cudaEventCreate(&e));
+    if (o.graph)
+      for (const auto& b : sets) {
+        cudaGraph_t g;
+        CHECK_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        const std::string err = launch_(b, stream_);
+        const cudaError_t end = cudaStreamEndCapture(stream_, &g);
+        if (!err.empty() || end != cudaSuccess) {
+          fail(!err.empty() ? err : std::string("graph capture failed: ") + cudaGetErrorString(end));
+          cudaGetLastError();
+          return;
+        }
+        cudaGraphExec_t e;
+        CHECK_CUDA(cudaGraphInstantiate(&e, g, 0));
+        CHECK_CUDA(cudaGraphDestroy(g));
+        graphs_.push_back(e);
       }
-      cudaGraphExec_t e;
-      CHECK_CUDA(cudaGraphInstantiate(&e, g, 0));
-      CHECK_CUDA(cudaGraphDestroy(g));
-      graphs.push_back(e);
-    }
   }
-  auto launch = [&](int i) {
-    const size_t set = static_cast<size_t>(i) % sets.size();
-    if (o.graph) {
-      CHECK_CUDA(cudaGraphLaunch(graphs[set], stream));
-      return true;
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+  ~Timer() {
+    for (auto& e : ev_) cudaEventDestroy(e);
+    for (auto& g : graphs_) cudaGraphExecDestroy(g);
+    cudaStreamDestroy(stream_);
+  }
+
+  bool ok() const { return row_.error.empty(); }  // a row that fails its check is still timed
+  void warm_up() {
+    for (int i = 0; i < o_.warmup && ok(); ++i) launch(run_++);
+    CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+  // o.iters runs, each between its own pair of events; returns their total in microseconds.
+  double batch() {
+    for (int i = 0; i < o_.iters && ok(); ++i) {
+      CHECK_CUDA(cudaEventRecord(ev_[2 * i], stream_));
+      launch(run_++);
+      CHECK_CUDA(cudaEventRecord(ev_[2 * i + 1], stream_));
     }
-    const std::string err = launch_one(sets[set], stream);
-    if (!err.empty()) {
-      row.ok = false;
-      row.error = err;
-    }
-    return err.empty();
-  };
-  for (int i = 0; i < o.warmup; ++i)
-    if (!launch(i)) return;
-  // Batches of o.iters timed runs, each run between its own pair of events, until the noise criterion
-  // (relative standard error of the mean) or a limit is met.
-  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(o.iters));
-  for (auto& e : ev) CHECK_CUDA(cudaEventCreate(&e));
-  struct Release {  // on every way out, early error returns included
-    std::vector<cudaEvent_t>& ev;
-    std::vector<cudaGraphExec_t>& graphs;
-    cudaStream_t stream;
-    ~Release() {
-      for (auto& e : ev) cudaEventDestroy(e);
-      for (auto& g : graphs) cudaGraphExecDestroy(g);
-      cudaStreamDestroy(stream);
-    }
-  } release{ev, graphs, stream};
-  std::vector<double> us;
-  double total_us = 0;
-  int run = o.warmup;
-  while (true) {
-    for (int i = 0; i < o.iters; ++i) {
-      CHECK_CUDA(cudaEventRecord(ev[2 * i], stream));
-      if (!launch(run++)) return;
-      CHECK_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
-    }
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    for (int i = 0; i < o.iters; ++i) {
+    CHECK_CUDA(cudaStreamSynchronize(stream_));
+    if (!ok()) return 0;
+    double total = 0;
+    for (int i = 0; i < o_.iters; ++i) {
       float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-      us.push_back(ms * 1000.0);
-      total_us += ms * 1000.0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, ev_[2 * i], ev_[2 * i + 1]));
+      us_.push_back(ms * 1000.0);
+      total += ms * 1000.0;
     }
-    const Stats st = summarize(us);
-    row.rse = st.mean > 0 ? st.stddev / st.mean / std::sqrt(static_cast<double>(st.count)) : 0;
-    if (row.rse <= o.target_rse || static_cast<int>(us.size()) + o.iters > o.max_iters ||
-        total_us * 1e-6 >= o.max_seconds)
-      break;
+    const Stats st = summarize(us_);
+    row_.rse = st.mean > 0 ? st.stddev / st.mean / std::sqrt(static_cast<double>(st.count)) : 0;
+    return total;
   }
-  row.us = summarize(us);
-  row.tflops = row.shape.flops(row.pass) / (row.us.median * 1e-6) / 1e12;
-  row.gbps = row.shape.bytes(row.pass) / (row.us.median * 1e-6) / 1e9;
+  bool quiet() const { return row_.rse <= o_.target_rse; }
+  bool full() const { return static_cast<int>(us_.size()) + o_.iters > o_.max_iters; }
+  void finish() {
+    row_.us = summarize(us_);
+    row_.tflops = row_.shape.flops(row_.pass) / (row_.us.median * 1e-6) / 1e12;
+    row_.gbps = row_.shape.bytes(row_.pass) / (row_.us.median * 1e-6) / 1e9;
+  }
+
+ private:
+  void fail(std::string why) {
+    row_.ok = false;
+    row_.error = std::move(why);
+  }
+  void launch(int i) {
+    const size_t set = static_cast<size_t>(i) % sets_.size();
+    if (o_.graph) {
+      CHECK_CUDA(cudaGraphLaunch(graphs_[set], stream_));
+      return;
+    }
+    const std::string err = launch_(sets_[set], stream_);
+    if (!err.empty()) fail(err);
+  }
+
+  ResultRow& row_;
+  const std::vector<Buffers>& sets_;
+  const Options& o_;
+  Launcher launch_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<cudaGraphExec_t> graphs_;
+  std::vector<cudaEvent_t> ev_;
+  std::vector<double> us_;
+  int run_ = 0;
+};
+
+// Time the verified rows of one shape side by side: their batches of o.iters runs alternate (A B, then
+// B A, ...) until every row meets the noise criterion (relative standard error of the mean) or a row
+// reaches max_iters, or the rows together have run max_seconds each. Timed one after the other, the
+// long fa3 points ran their first batch at the clock the idle GPU boosts to and the rest at the clock
+// its power limit allows: 10-13% between min and median (H100, docs/benchmarks.md of 3e1c38d, e.g.
+// D=128 L=8192 1,591 vs 1,799 us), so the row timed longer was the slower one. Alternating, the rows see
+// the same clocks. With a backward, each batch goes on O and lse made by the row's own forward.
+void time_rows(std::vector<ResultRow>& rows, const std::vector<Runner>& runs, const std::vector<Buffers>& sets,
+               const Options& o) {
+  std::vector<std::unique_ptr<Timer>> timers;
+  std::vector<size_t> index;  // the row of each timer
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].error.empty()) continue;
+    timers.push_back(std::make_unique<Timer>(rows[i], sets, o, runs[i].launch));
+    index.push_back(i);
+  }
+  const bool reprepare = timers.size() > 1;
+  for (size_t t = 0; t < timers.size(); ++t) {
+    if (reprepare) prepare_sets(rows[index[t]], sets, runs[index[t]].prepare);
+    if (timers[t]->ok()) timers[t]->warm_up();
+  }
+  double total_us = 0;
+  for (int round = 0;; ++round) {
+    bool quiet = true, full = false, any = false;
+    for (size_t k = 0; k < timers.size(); ++k) {
+      const size_t t = round % 2 == 0 ? k : timers.size() - 1 - k;
+      if (!timers[t]->ok()) continue;
+      if (reprepare) prepare_sets(rows[index[t]], sets, runs[index[t]].prepare);
+      total_us += timers[t]->batch();
+      if (!timers[t]->ok()) continue;
+      any = true;
+      quiet = quiet && timers[t]->quiet();
+      full = full || timers[t]->full();
+    }
+    if (!any || quiet || full || total_us * 1e-6 >= o.max_seconds * static_cast<double>(timers.size())) break;
+  }
+  for (auto& t : timers)
+    if (t->ok()) t->finish();
 }
 
-// Prepare the sets, verify the call (unless --no-verify), then time it.
-void measure(ResultRow& row, const Runner& run, const std::vector<Buffers>& sets, const Options& o) {
+// Prepare the sets and verify the call (unless --no-verify); the timing comes after, with the shape's
+// other rows (time_rows).
+void check(ResultRow& row, const Runner& run, const std::vector<Buffers>& sets, const Options& o) {
   prepare_sets(row, sets, run.prepare);
   if (!row.error.empty()) return;
   if (!o.verify) row.verify = "skipped";
   else if (o.pass == Pass::Fwd) verify(row, sets[0], run.launch);
   else verify_backward(row, sets[0], run.launch);
-  if (row.error.empty()) time_kernel(row, sets, o, run.launch);
 }
 
 }  // namespace
@@ -639,8 +692,11 @@ int main(int argc, char** argv) {
     std::vector<Buffers> sets;
     for (int i = 0; i < nsets; ++i) sets.push_back(make_set(s, o.pass, i));
     CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<ResultRow> shape_rows;
+    std::vector<Runner> runs;
     for (const auto& kernel : o.kernels) {
-      const Runner run = kernel == "cudnn" ? cudnn_runner(cudnn, s, o) : evosdpa_runner(s, sets[0], kernel, o);
+      runs.push_back(kernel == "cudnn" ? cudnn_runner(cudnn, s, o) : evosdpa_runner(s, sets[0], kernel, o));
+      const Runner& run = runs.back();
       ResultRow row;
       row.shape = s;
       row.pass = o.pass;
@@ -652,8 +708,12 @@ int main(int argc, char** argv) {
         row.ok = false;
         row.error = run.error;
       } else {
-        measure(row, run, sets, o);
+        check(row, run, sets, o);
       }
+      shape_rows.push_back(row);
+    }
+    time_rows(shape_rows, runs, sets, o);
+    for (const ResultRow& row : shape_rows) {
       rows.push_back(row);
       std::fprintf(stderr, "[%zu/%zu] %s %s: %.2f us %s\n", si + 1, o.shapes.size(), row.case_label().c_str(),
                    row.ran.c_str(), row.us.median, row.ok ? "" : row.error.c_str());

@@ -78,13 +78,14 @@ std::string usage() {
          "  --grid acceptance|fa3   named shape grid (replaces the shape flags)\n"
          "  --kernel NAME[,NAME..]  auto (default), wgmma_sm90, mma_sm80, reference, cudnn (cuDNN's SDPA through\n"
          "                          cudnn_frontend, as a peer), or all\n"
-         "  --pass fwd|bwd|fwdbwd   what is timed (fwd): the forward; the backward alone, on O and lse made once by\n"
-         "                          a forward (evosdpa's auto, or cuDNN's own for cudnn); a forward then a backward.\n"
+         "  --pass fwd|bwd|fwdbwd   what is timed (fwd): the forward; the backward alone, on O and lse made by a\n"
+         "                          forward (evosdpa's auto, or cuDNN's own for cudnn); a forward then a backward.\n"
          "                          FLOPs as FlashAttention counts them: bwd 2.5x, fwdbwd 3.5x the forward's\n"
          "  --bwd-mode deterministic|fast  the backward's dQ summation (deterministic)\n"
          "  --warmup N (10) --iters N (100)  --graph (time CUDA-graph replays)  --cold-l2\n"
          "  --target-rse X (0.005) --max-iters N (2000) --max-seconds S (2): time more batches of --iters\n"
-         "                          runs until the relative standard error of the mean is <= X\n"
+         "                          runs until the relative standard error of the mean is <= X;\n"
+         "                          a shape's kernels are timed in alternating batches (same clocks)\n"
          "  --no-verify  --json FILE\n";
 }
 

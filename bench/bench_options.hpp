@@ -47,8 +47,9 @@ struct Options {
   std::vector<std::string> kernels{"auto"};
   int warmup = 10;
   int iters = 100;          // timed runs in the first batch
-  // Noise criterion: after the first batch, keep timing in batches of `iters` until the relative
-  // standard error of the mean is at most target_rse, or max_iters runs, or max_seconds of timed work.
+  // Noise criterion: after the first batch, keep timing in batches of `iters` (a shape's kernels in turn)
+  // until each one's relative standard error of the mean is at most target_rse, or one has max_iters
+  // runs, or they have max_seconds of timed work each.
   double target_rse = 0.005;
   int max_iters = 2000;
   double max_seconds = 2.0;

@@ -7,6 +7,7 @@ peers-fa3-bwd.json (backward); decode.json (bench/decode_bench.py: decode agains
 (bench/varlen_bench.py: packed prefill). A section whose files are missing is left out. The plot needs matplotlib; without it the table is still written.
 """
 import argparse
+import glob
 import json
 import os
 
@@ -65,7 +66,7 @@ def backward_section(bwd, peers):
     out = ["## Backward, fa3 grid", "",
            "FLOPs as FlashAttention counts them: a backward is 2.5 forwards (five matrix products against two), "
            "so TFLOP/s = 2.5 × the forward's FLOPs / time, masked pairs left out for causal. Each backward is "
-           "timed alone, on O and lse its own forward made once before timing (`evosdpa-bench --pass bwd`; "
+           "timed alone, on O and lse its own forward made before each batch of runs (`evosdpa-bench --pass bwd`; "
            "`torch_peers.py --pass bwd`: `torch.autograd.grad` on a graph built once). The PyTorch peers run "
            "in their default mode (FlashAttention-2 sums dQ with atomics: not deterministic) in both tables; "
            "cuDNN direct in the table's mode (`set_deterministic_algorithm`). evosdpa's and cuDNN direct's dQ, "
@@ -243,6 +244,28 @@ def plot(ours, peers, path):
     return True
 
 
+def clocks_lines(results):
+    """One line per part that logged the GPU's clocks (scripts/benchmarks.sh: nvidia-smi every 200 ms)."""
+    lines = []
+    for path in sorted(glob.glob(os.path.join(results, "clocks-*.csv"))):
+        part = os.path.basename(path)[len("clocks-"):-len(".csv")]
+        clock, power, temp = [], [], []
+        with open(path) as f:
+            for row in f:
+                cells = [c.strip() for c in row.split(",")]
+                try:
+                    clock.append(float(cells[1])), power.append(float(cells[2])), temp.append(float(cells[3]))
+                except (IndexError, ValueError):
+                    continue
+        if not clock:
+            continue
+        clock.sort()
+        lines.append(f"GPU during the `{part}` part (nvidia-smi every 200 ms, {len(clock)} samples): SM clock median "
+                     f"{clock[len(clock) // 2]:.0f} MHz (min {clock[0]:.0f}, max {clock[-1]:.0f}), power up to "
+                     f"{max(power):.0f} W, temperature up to {max(temp):.0f} °C.")
+    return lines + [""] if lines else []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
@@ -274,11 +297,13 @@ def main():
                f"{meta['driver_version']}, CUDA runtime {meta['runtime_version']}, evosdpa commit {meta['git_commit']}; "
                f"peers: PyTorch {peers_meta['torch']}, cuDNN {peers_meta['cudnn']}, timed in the same session.",
                "", "Each row: median of CUDA-event-timed runs after warm-up, warm L2; evosdpa verified against the "
-               "float64 CPU reference before timing. Ratios are peer time / evosdpa time (above 1: evosdpa faster). "
+               "float64 CPU reference before timing; evosdpa and cuDNN direct timed in alternating batches of runs "
+               "(the same clocks for both). Ratios are peer time / evosdpa time (above 1: evosdpa faster). "
                "FA2 = `torch flash` (FlashAttention-2), cuDNN = `torch cudnn`; cuDNN direct = cuDNN's SDPA called "
                "from evosdpa-bench through cudnn_frontend (same inputs, verified against float64 like evosdpa).", "",
                "Regenerated on a GPU machine by `scripts/benchmarks.sh OUT_DIR` (then copy OUT_DIR/benchmarks.md and "
                "benchmarks.png here).", ""]
+    out += clocks_lines(a.results)
     if acc:
         out += ["## Acceptance shapes", "", table(acc, pacc), ""]
     if accg:

@@ -95,6 +95,15 @@ run_varlen() {
   [ -s "$json" ] || { echo "the varlen run wrote no results: $json" >&2; exit 1; }
 }
 
+# The GPU's SM clock, power and temperature every 200 ms while the part runs (nvidia-smi, where there is
+# one): the long fa3 points run at the clock the power limit allows, not at the idle GPU's boost clock.
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 200 \
+    >"$out/clocks-$part.csv" 2>/dev/null &
+  clock_log=$!
+  trap 'kill $clock_log 2>/dev/null || true' EXIT
+fi
+
 case $part in
   all) run_fwd; run_bwd deterministic; run_bwd fast; run_bwd_peers; run_decode; run_varlen ;;
   fwd) run_fwd ;;
