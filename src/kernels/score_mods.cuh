@@ -34,10 +34,19 @@ inline bool has_score_mods(const KernelParams& p) {
   return p.sliding_window || p.softcap > 0.f || p.mask != nullptr || p.alibi_slopes != nullptr;
 }
 
+// Whether with_score_mods<kMaskWithSoftcap> has a kernel for the call's combination. The launchers return
+// cudaErrorInvalidValue for the others (supports() refuses them before): with_score_mods would run them as
+// less than they ask, ALiBi alone or the mask without its cap.
+template <bool kMaskWithSoftcap>
+inline bool score_mods_instantiated(const KernelParams& p) {
+  if (p.alibi_slopes != nullptr) return !p.sliding_window && !(p.softcap > 0.f) && p.mask_type == EVOSDPA_MASK_NONE;
+  return kMaskWithSoftcap || p.mask_type == EVOSDPA_MASK_NONE || !(p.softcap > 0.f);
+}
+
 // Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type,
 // p.alibi_slopes). ALiBi comes alone (the families' supports()); a mask tensor with a window, and with a
-// softcap where kMaskWithSoftcap (the family's supports() refuses that combination otherwise, and this
-// never instantiates it).
+// softcap where kMaskWithSoftcap (the family's supports() refuses that combination otherwise, this never
+// instantiates it, and the launchers check score_mods_instantiated first).
 template <bool kMaskWithSoftcap, typename F>
 decltype(auto) with_score_mods(const KernelParams& p, F&& f) {
   if (p.alibi_slopes != nullptr) return f(ScoreMods<false, false, MaskKind::kNone, true>{});

@@ -12,6 +12,8 @@
 #include "dispatch.hpp"
 #include "gpu/gpu_harness.hpp"
 #include "host/accuracy_check.hpp"
+#include "kernels/mma/mma_config.hpp"
+#include "kernels/mma/mma_dispatch.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_dispatch.hpp"
 
@@ -74,5 +76,52 @@ TEST_P(WgmmaRow, MatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(Rows, WgmmaRow, ::testing::ValuesIn(row_cases()),
                          [](const auto& info) { return name_of(info.param) + "_" + std::to_string(info.index); });
+
+}  // namespace
+
+namespace {
+
+// Combinations no score-modifier kernel was instantiated for (a mask tensor with a softcap on wgmma_sm90,
+// ALiBi with anything else on both families) are refused by supports(); forced through a family's launch
+// entry point they are refused again, with O untouched, rather than run as a kernel of fewer modifiers
+// (score_mods_instantiated).
+TEST(Masks, LaunchersRefuseCombinationsWithoutTheirKernel) {
+  namespace mma = evosdpa::detail::mma_sm80;
+  struct Combination {
+    bool alibi;
+    bool wgmma_only;  // mma_sm80 runs a mask with a softcap
+  };
+  for (const Combination k : {Combination{false, true}, Combination{true, false}}) {
+    Shape s = with_mods(with_mask(shape(1, 2, 2, 100, 130, 128, EVOSDPA_CAUSAL_NONE), EVOSDPA_MASK_ADDITIVE, true, false),
+                        -1, -1, 30);
+    if (k.alibi) s = with_alibi(s, true);
+    const KCase c{k.alibi ? "alibicap" : "maskcap", s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, 4.0};
+    const Expected& e = expected_for(c);
+    DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
+    prob.poison();
+    const std::vector<uint16_t> poisoned = prob.raw_output();
+    const auto params = prob.params();
+    EXPECT_EQ(evosdpa::attention_forward(params, nullptr, "wgmma_sm90").status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    const auto kp = evosdpa::detail::make_kernel_params(params);
+    int refused = 0;
+    for (int row = 0; row < wg::kConfigCount; ++row) {
+      const wg::TileConfig& t = wg::kConfigs[row];
+      if (t.head_dim != 128 || t.fp8) continue;
+      EXPECT_EQ(wg::launch_variant(kp, params.dtype, wg::Choice{row, 1}.variant(), nullptr), cudaErrorInvalidValue)
+          << describe(c) << " wgmma row " << row;
+      ++refused;
+    }
+    if (!k.wgmma_only)
+      for (int row = 0; row < mma::kConfigCount; ++row) {
+        if (mma::kConfigs[row].head_dim != 128) continue;
+        EXPECT_EQ(mma::launch_variant(kp, params.dtype, row, nullptr), cudaErrorInvalidValue)
+            << describe(c) << " mma row " << row;
+        ++refused;
+      }
+    EXPECT_GT(refused, 0);
+    CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_TRUE(prob.raw_output() == poisoned) << describe(c) << ": O was written";
+  }
+}
 
 }  // namespace

@@ -31,6 +31,7 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   // Score modifiers (supports(): a score-modifier row), an instantiation per combination.
   if (has_score_mods(p)) {
     if constexpr (kScoreModRow<kIndex>) {
+      if (!score_mods_instantiated<true>(p)) return cudaErrorInvalidValue;
       return with_score_mods<true>(p, [&](auto mods) { return run(attention_kernel<T, kIndex, decltype(mods)>); });
     } else {
       return cudaErrorInvalidValue;

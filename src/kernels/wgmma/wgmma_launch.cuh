@@ -164,7 +164,8 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   // Score modifiers (supports(): the hand-made rows of a row split, unsplit, without the counter) on the
   // persistent grid, an instantiation per combination.
   if (has_score_mods(p)) {
-    if constexpr (kScoreModRow<kIndex>)
+    if constexpr (kScoreModRow<kIndex>) {
+      if (!score_mods_instantiated<false>(p)) return cudaErrorInvalidValue;
       return with_score_mods<false>(p, [&](auto mods) {
         constexpr MaskKind kMask = decltype(mods)::kMask;
         auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods), OwnSequences>,
@@ -174,8 +175,9 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
         else
           return run(kernel, MaskMap<false>{}, 0);
       });
-    else
+    } else {
       return cudaErrorInvalidValue;  // never a row without them: the result would ignore them
+    }
   }
   if constexpr (!cfg.split_keys && !cfg.fp8) {
     // The workspace (supports(): sequences of their own lengths) holds DynamicSchedule's counter. A
