@@ -48,6 +48,12 @@ POINTS = [
     ("causal 8k", 2, 16, 8192, True, None, 0.0, None),
     ("causal 8k softcap 50", 2, 16, 8192, True, None, 50.0, None),
     ("causal 8k window 4096 softcap 50", 2, 16, 8192, True, (4095, -1), 50.0, None),
+    # Mask tensors with a window (Mistral's padded batches; wgmma_sm90 and mma_sm80) and with a softcap too
+    # (Gemma 2's local layers on a padded batch: mma_sm80, also on Hopper).
+    ("causal 8k window 4096", 2, 16, 8192, True, (4095, -1), 0.0, None),
+    ("causal 8k window 4096 key padding [B,1,1,L]", 2, 16, 8192, True, (4095, -1), 0.0, ("bool", "B11L")),
+    ("causal 8k window 4096 bias [B,1,L,L]", 2, 16, 8192, True, (4095, -1), 0.0, ("bias", "B1LL")),
+    ("causal 8k window 4096 softcap 50 key padding [B,1,1,L]", 2, 16, 8192, True, (4095, -1), 50.0, ("bool", "B11L")),
     ("full 4k alibi", 4, 16, 4096, False, None, 0.0, ("alibi", "H")),
     ("causal 4k alibi", 4, 16, 4096, True, None, 0.0, ("alibi", "H")),
     ("causal 8k alibi", 2, 16, 8192, True, None, 0.0, ("alibi", "H")),

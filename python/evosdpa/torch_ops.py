@@ -592,8 +592,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     the layout): [Lq, Lk], [B, 1, 1, Lk] (key padding), [B, 1, Lq, Lk], ... Broadcast dimensions are read
     with stride 0, never copied. Applied on top of causal masks and windows; a query whose every key is
     hidden gets O = 0 and lse = -inf (PyTorch's math backend gives NaN there). Forward-only, 16-bit
-    inputs; wgmma_sm90 (Hopper) runs it with or without a window but not with a softcap, mma_sm80 (sm_80 and
-    newer) with either or both, the reference kernel always.
+    inputs; wgmma_sm90 (Hopper) and mma_sm80 (sm_80 and newer) run it with a window, a softcap or both, the
+    reference kernel always.
 
     alibi_slopes: ALiBi, FlashAttention's: float32 (Hq,) (one set for the batch) or (B, Hq) on q's device.
     Query i of head h of batch entry b adds -alibi_slopes[b, h] * |d(i) - j| to its scaled (and softcapped)

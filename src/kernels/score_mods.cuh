@@ -19,8 +19,7 @@ struct ScoreMods {
   // Softcap: every scaled score s becomes c * tanh(s / c) before the masks and the softmax.
   static constexpr bool kSoftcap = kSoftcapOn;
   // Mask tensor: each tile's elements applied to the scaled (or softcapped) scores, the causal/window/
-  // length masks after. With a window; with a softcap only where the kernel applies the mask after the
-  // scores (mma_sm80): wgmma_sm90 loads it into S before Q.K^T adds to it, which a cap would then bend.
+  // length masks after; with a window, a softcap or both.
   static constexpr MaskKind kMask = kMaskKind;
   // ALiBi: -slope * |diagonal - key| added to each scaled score, as a mask tensor's bias is; alone too.
   static constexpr bool kAlibi = kAlibiOn;
@@ -34,26 +33,21 @@ inline bool has_score_mods(const KernelParams& p) {
   return p.sliding_window || p.softcap > 0.f || p.mask != nullptr || p.alibi_slopes != nullptr;
 }
 
-// Whether with_score_mods<kMaskWithSoftcap> has a kernel for the call's combination. The launchers return
-// cudaErrorInvalidValue for the others (supports() refuses them before): with_score_mods would run them as
-// less than they ask, ALiBi alone or the mask without its cap.
-template <bool kMaskWithSoftcap>
+// Whether with_score_mods has a kernel for the call's combination: ALiBi comes alone (the families'
+// supports()). The launchers return cudaErrorInvalidValue for the others, which with_score_mods would run
+// as ALiBi alone.
 inline bool score_mods_instantiated(const KernelParams& p) {
-  if (p.alibi_slopes != nullptr) return !p.sliding_window && !(p.softcap > 0.f) && p.mask_type == EVOSDPA_MASK_NONE;
-  return kMaskWithSoftcap || p.mask_type == EVOSDPA_MASK_NONE || !(p.softcap > 0.f);
+  return p.alibi_slopes == nullptr || (!p.sliding_window && !(p.softcap > 0.f) && p.mask_type == EVOSDPA_MASK_NONE);
 }
 
 // Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type,
-// p.alibi_slopes). ALiBi comes alone (the families' supports()); a mask tensor with a window, and with a
-// softcap where kMaskWithSoftcap (the family's supports() refuses that combination otherwise, this never
-// instantiates it, and the launchers check score_mods_instantiated first).
-template <bool kMaskWithSoftcap, typename F>
+// p.alibi_slopes): ALiBi alone (score_mods_instantiated), any combination of the others.
+template <typename F>
 decltype(auto) with_score_mods(const KernelParams& p, F&& f) {
   if (p.alibi_slopes != nullptr) return f(ScoreMods<false, false, MaskKind::kNone, true>{});
   const auto windowed = [&](auto mask) -> decltype(auto) {
     constexpr MaskKind kMask = decltype(mask)::kMask;
-    if constexpr (kMaskWithSoftcap || kMask == MaskKind::kNone)
-      if (p.softcap > 0.f) return p.sliding_window ? f(ScoreMods<true, true, kMask>{}) : f(ScoreMods<false, true, kMask>{});
+    if (p.softcap > 0.f) return p.sliding_window ? f(ScoreMods<true, true, kMask>{}) : f(ScoreMods<false, true, kMask>{});
     return p.sliding_window ? f(ScoreMods<true, false, kMask>{}) : f(ScoreMods<false, false, kMask>{});
   };
   if (p.mask_type == EVOSDPA_MASK_BOOL) return windowed(ScoreMods<false, false, MaskKind::kBool>{});

@@ -197,7 +197,7 @@ std::vector<KCase> mask_cases() {
       // Mask tensors with a window: a padded batch under Mistral's window (key padding, grouped heads), a
       // per-batch bias with a two-sided window (Lq < Lk, BSHD), a full boolean mask with the diagonal key
       // alone (Lq > Lk: rows that see no key); and with a softcap too, as Gemma 2's local layers on a padded
-      // batch (mma_sm80 and the reference; wgmma_sm90 refuses a mask with a softcap).
+      // batch.
       cases.push_back({"maskwin", with_mods(with_mask(shape(3, 4, 2, 600, 600, d, TL), BOOL, true, false, false), 37, -1, 0),
                        dt});
       cases.push_back({"maskwin", with_mods(with_mask(shape(2, 2, 2, 300, 700, d, F), ADD, true, false), 100, 50, 0), dt,

@@ -52,13 +52,13 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   size_t expected = 0;
   // 16-bit rows: fp16 and bf16, persistent and split over clusters, and (unless split_keys) with the work
   // counter (DynamicSchedule); split_keys rows persistent for each sequence policy (CallSequences,
-  // OwnSequences); and the rows with score modifiers persistent with each of their eight combinations
-  // (window, softcap, both, a boolean mask tensor, an additive one, each with a window, ALiBi); FP8 rows:
-  // E4M3, persistent only.
+  // OwnSequences); and the rows with score modifiers persistent with each of their twelve combinations
+  // (window, softcap, both, ALiBi, and a boolean or an additive mask tensor alone, with a window, a softcap
+  // or both); FP8 rows: E4M3, persistent only.
   for (int i = 0; i < evosdpa::detail::wgmma_sm90::kConfigCount; ++i) {
     const auto& c = evosdpa::detail::wgmma_sm90::kConfigs[i];
     expected += c.fp8 ? 1 : c.split_keys ? 2 * 3 : 6;
-    if (evosdpa::detail::wgmma_sm90::score_mod_row(i)) expected += 2 * 8;
+    if (evosdpa::detail::wgmma_sm90::score_mod_row(i)) expected += 2 * 12;
   }
   EXPECT_EQ(wgmma.size(), expected)
       << "expected the sm_90a instantiations of every Hopper tile-table row (fp16 and bf16, persistent, split "

@@ -81,47 +81,40 @@ INSTANTIATE_TEST_SUITE_P(Rows, WgmmaRow, ::testing::ValuesIn(row_cases()),
 
 namespace {
 
-// Combinations no score-modifier kernel was instantiated for (a mask tensor with a softcap on wgmma_sm90,
-// ALiBi with anything else on both families) are refused by supports(); forced through a family's launch
-// entry point they are refused again, with O untouched, rather than run as a kernel of fewer modifiers
-// (score_mods_instantiated).
+// ALiBi with other score modifiers has no kernel (score_mods.cuh) and supports() refuses it; forced
+// through a family's launch entry point it is refused again, with O untouched, rather than run as ALiBi
+// alone (score_mods_instantiated).
 TEST(Masks, LaunchersRefuseCombinationsWithoutTheirKernel) {
   namespace mma = evosdpa::detail::mma_sm80;
-  struct Combination {
-    bool alibi;
-    bool wgmma_only;  // mma_sm80 runs a mask with a softcap
-  };
-  for (const Combination k : {Combination{false, true}, Combination{true, false}}) {
-    Shape s = with_mods(with_mask(shape(1, 2, 2, 100, 130, 128, EVOSDPA_CAUSAL_NONE), EVOSDPA_MASK_ADDITIVE, true, false),
-                        -1, -1, 30);
-    if (k.alibi) s = with_alibi(s, true);
-    const KCase c{k.alibi ? "alibicap" : "maskcap", s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, 4.0};
-    const Expected& e = expected_for(c);
-    DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
-    prob.poison();
-    const std::vector<uint16_t> poisoned = prob.raw_output();
-    const auto params = prob.params();
-    EXPECT_EQ(evosdpa::attention_forward(params, nullptr, "wgmma_sm90").status, EVOSDPA_ERROR_NOT_SUPPORTED);
-    const auto kp = evosdpa::detail::make_kernel_params(params);
-    int refused = 0;
-    for (int row = 0; row < wg::kConfigCount; ++row) {
-      const wg::TileConfig& t = wg::kConfigs[row];
-      if (t.head_dim != 128 || t.fp8) continue;
-      EXPECT_EQ(wg::launch_variant(kp, params.dtype, wg::Choice{row, 1}.variant(), nullptr), cudaErrorInvalidValue)
-          << describe(c) << " wgmma row " << row;
-      ++refused;
-    }
-    if (!k.wgmma_only)
-      for (int row = 0; row < mma::kConfigCount; ++row) {
-        if (mma::kConfigs[row].head_dim != 128) continue;
-        EXPECT_EQ(mma::launch_variant(kp, params.dtype, row, nullptr), cudaErrorInvalidValue)
-            << describe(c) << " mma row " << row;
-        ++refused;
-      }
-    EXPECT_GT(refused, 0);
-    CUDA_OK(cudaDeviceSynchronize());
-    EXPECT_TRUE(prob.raw_output() == poisoned) << describe(c) << ": O was written";
+  const Shape s = with_alibi(
+      with_mods(with_mask(shape(1, 2, 2, 100, 130, 128, EVOSDPA_CAUSAL_NONE), EVOSDPA_MASK_ADDITIVE, true, false), -1,
+                -1, 30),
+      true);
+  const KCase c{"alibicap", s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, 4.0};
+  const Expected& e = expected_for(c);
+  DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
+  prob.poison();
+  const std::vector<uint16_t> poisoned = prob.raw_output();
+  const auto params = prob.params();
+  EXPECT_EQ(evosdpa::attention_forward(params, nullptr, "wgmma_sm90").status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(evosdpa::attention_forward(params, nullptr, "mma_sm80").status, EVOSDPA_ERROR_NOT_SUPPORTED);
+  const auto kp = evosdpa::detail::make_kernel_params(params);
+  int refused = 0;
+  for (int row = 0; row < wg::kConfigCount; ++row) {
+    const wg::TileConfig& t = wg::kConfigs[row];
+    if (t.head_dim != 128 || t.fp8) continue;
+    EXPECT_EQ(wg::launch_variant(kp, params.dtype, wg::Choice{row, 1}.variant(), nullptr), cudaErrorInvalidValue)
+        << "wgmma row " << row;
+    ++refused;
   }
+  for (int row = 0; row < mma::kConfigCount; ++row) {
+    if (mma::kConfigs[row].head_dim != 128) continue;
+    EXPECT_EQ(mma::launch_variant(kp, params.dtype, row, nullptr), cudaErrorInvalidValue) << "mma row " << row;
+    ++refused;
+  }
+  EXPECT_GT(refused, 0);
+  CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_TRUE(prob.raw_output() == poisoned) << "O was written";
 }
 
 }  // namespace

@@ -31,8 +31,8 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   // Score modifiers (supports(): a score-modifier row), an instantiation per combination.
   if (has_score_mods(p)) {
     if constexpr (kScoreModRow<kIndex>) {
-      if (!score_mods_instantiated<true>(p)) return cudaErrorInvalidValue;
-      return with_score_mods<true>(p, [&](auto mods) { return run(attention_kernel<T, kIndex, decltype(mods)>); });
+      if (!score_mods_instantiated(p)) return cudaErrorInvalidValue;
+      return with_score_mods(p, [&](auto mods) { return run(attention_kernel<T, kIndex, decltype(mods)>); });
     } else {
       return cudaErrorInvalidValue;
     }

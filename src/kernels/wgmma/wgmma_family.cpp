@@ -43,10 +43,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (const Check c = fp8 ? check_no_kv_cache(p) : check_no_page_table(p); !c.ok()) return refuse(who + c.message);
   if (fp8 && uses_varlen(p)) return refuse(who + "variable-length batches take fp16 or bf16 inputs");
   if (fp8 && uses_score_mods(p)) return refuse(who + "a sliding window or softcap takes fp16 or bf16 inputs");
-  // ALiBi's kernels (score_mods.cuh) have it alone; a mask tensor's take a window, not a softcap: the
-  // mask goes into S before Q.K^T adds to it (wgmma_mask.cuh), under the cap.
-  if (uses_mask(p) && uses_softcap(p))
-    return refuse(who + "a mask tensor with a softcap (mma_sm80 and reference run them together)");
+  // ALiBi's kernels (score_mods.cuh) have it alone.
   if (uses_alibi(p) && (uses_window(p) || uses_softcap(p) || uses_mask(p)))
     return refuse(who + "ALiBi with a sliding window, softcap or mask tensor (reference runs them together)");
   // They preload the bias into S in raw score units, over the scale (wgmma_mask.cuh, wgmma_alibi.cuh).

@@ -475,16 +475,16 @@ __device__ __forceinline__ void issue_pv(float (&o)[kConfigs[kIndex].head_dim / 
   wgmma_commit();
 }
 
-// Mask S_j (softcapped first with Mods::kSoftcap; a mask tensor's or ALiBi's bias is in S already: MaskTile,
-// AlibiTile) and
+// Mask S_j (softcapped first with Mods::kSoftcap, then `capped` puts a mask tensor on it; without a cap a
+// mask tensor's or ALiBi's bias is in S already: MaskTile, AlibiTile) and
 // run its softmax in the log2 domain (O's rescale is left to the caller). scale_log2: the scores' scale
 // times log2(e) (with FP8 inputs times q_descale * k_descale). A tile needs the mask when a key of it lies
 // past the sequence's end or outside some row's causal or window bounds (the warpgroup's rows row0 ..
 // row0 + 63); it goes last, so that no bias (+inf included) revives a masked score.
-template <int kBlockN, typename Form, typename Mods>
+template <int kBlockN, typename Form, typename Mods, typename Capped>
 __device__ __forceinline__ void scores_to_probs_n(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
                                                   float scale_log2, int key0, int row0, int row_lo, int lane,
-                                                  float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+                                                  float (&m)[2], float (&l)[2], float (&alpha)[2], Capped&& capped) {
   const int key_last = key0 + kBlockN - 1;
   bool masked = key0 + kBlockN > w.len_k || (p.causal && key_last > row0 + w.causal_offset);
   if constexpr (Mods::kWindow)
@@ -494,6 +494,7 @@ __device__ __forceinline__ void scores_to_probs_n(float (&sc)[kBlockN / 2], cons
     const SoftcapFactors cap = softcap_factors(p, scale_log2);
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] = softcap_log2(sc[i], cap.in, cap.out);
+    capped(sc);  // a mask tensor onto the capped scores (MaskTile::apply)
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   } else if (scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
@@ -527,16 +528,18 @@ __device__ __forceinline__ float (&first_half(float (&s)[N]))[N / 2] {
 // hidden half's masking, maxima, exponentials and sums are skipped (half the softmax of such a tile), its
 // P set to zero. (Zeroing P's fragments for that half instead, under the same branch, made ptxas
 // serialise every wgmma of the kernel for the A fragments' registers, C7511: 15-50% slower.)
-template <int kBlockN, typename Form, typename Mods>
+template <int kBlockN, typename Form, typename Mods, typename Capped>
 __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const KernelParams& p, const Work& w,
                                                 float scale_log2, int key0, int row0, int row_lo, int lane,
-                                                float (&m)[2], float (&l)[2], float (&alpha)[2], bool half) {
+                                                float (&m)[2], float (&l)[2], float (&alpha)[2], bool half,
+                                                Capped&& capped) {
   if (half) {
-    scores_to_probs_n<kBlockN / 2, Form, Mods>(first_half(sc), p, w, scale_log2, key0, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs_n<kBlockN / 2, Form, Mods>(first_half(sc), p, w, scale_log2, key0, row0, row_lo, lane, m, l, alpha,
+                                               capped);
 #pragma unroll
     for (int i = kBlockN / 4; i < kBlockN / 2; ++i) sc[i] = 0.f;
   } else {
-    scores_to_probs_n<kBlockN, Form, Mods>(sc, p, w, scale_log2, key0, row0, row_lo, lane, m, l, alpha);
+    scores_to_probs_n<kBlockN, Form, Mods>(sc, p, w, scale_log2, key0, row0, row_lo, lane, m, l, alpha, capped);
   }
 }
 
@@ -687,6 +690,9 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   const float mask_inv_scale = 1.4426950408889634f / scale_log2;
   const float mask_hidden = scale_log2 > 0.f ? -INFINITY : INFINITY;
   const bool one_row = p.mask_seq_stride == 0;  // a key mask, loaded as one row (MaskTile)
+  // With a softcap the mask tile goes onto the capped scores (MaskTile::apply): its stage is read in the
+  // softmax, so the next tile's load follows that read; without one, it follows the preload.
+  const auto capped = [&](auto& s) { mt.apply(s, one_row); };
   if (run.count == 0) {
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
@@ -705,7 +711,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   mt.load(p, w, key0 + run.tile(0) * BN, warp_row0, one_row);
   mt.preload(sc, mask_inv_scale, mask_hidden, one_row);
   alibi.preload(sc, key0 + run.tile(0) * BN);
-  if (run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0, one_row);
+  if (!Mask::kApplies && run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0, one_row);
   named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
@@ -721,7 +727,9 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   // without them (H100, five alternated runs; the trace showed no half tile in its items).
   constexpr bool kHalfTiles = D == 64 && !kSplitKeys;
   bool half = kHalfTiles && second_half_hidden<BN, Mods>(p, w, key0 + run.tile(0) * BN, row0);
-  scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha, half);
+  scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha, half,
+                                  capped);
+  if (Mask::kApplies && run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0, one_row);
   to_fragments<T, BN>(sc, pa);
 
   for (int k = 1; k < run.count; ++k) {
@@ -730,7 +738,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     const int s = c % kStages;
     mt.preload(sc, mask_inv_scale, mask_hidden, one_row);  // sc is free: P_{j-1} is in the fragments
     alibi.preload(sc, key0 + j * BN);
-    if (k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0, one_row);
+    if (!Mask::kApplies && k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0, one_row);
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
@@ -741,7 +749,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
     half = kHalfTiles && second_half_hidden<BN, Mods>(p, w, key0 + j * BN, row0);
-    scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha, half);
+    scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha, half, capped);
+    if (Mask::kApplies && k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0, one_row);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);
@@ -774,7 +783,7 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, const CUte
   constexpr bool kFp8 = kConfigs[kIndex].fp8;
   const int items = cta_items<Schedule>(sm);
   Epilogue epilogue;
-  using Mask = MaskTile<T, kConfigs[kIndex].block_n, Schedule::Mods::kMask>;  // staged a tile ahead
+  using Mask = MaskTile<T, kConfigs[kIndex].block_n, Schedule::Mods::kMask, Schedule::Mods::kSoftcap>;  // staged a tile ahead
   const int warp = threadIdx.x % 128 / 32;
   Mask mt(tmask, sm.mask_stage(consumer, warp, Mask::kWarpBytes), sm.mask_full(consumer, warp), threadIdx.x % 32);
   // The CTA's last item with tiles holds the last turn, which is kept. A dynamic CTA does not know its last

@@ -165,8 +165,8 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
   // persistent grid, an instantiation per combination.
   if (has_score_mods(p)) {
     if constexpr (kScoreModRow<kIndex>) {
-      if (!score_mods_instantiated<false>(p)) return cudaErrorInvalidValue;
-      return with_score_mods<false>(p, [&](auto mods) {
+      if (!score_mods_instantiated(p)) return cudaErrorInvalidValue;
+      return with_score_mods(p, [&](auto mods) {
         constexpr MaskKind kMask = decltype(mods)::kMask;
         auto* kernel = attention_kernel<T, kIndex, PersistentSchedule<kIndex, decltype(mods), OwnSequences>,
                                         StoreEpilogue<T, kIndex, OwnSequences>>;

@@ -1,8 +1,9 @@
 // A mask tensor's tile for a consumer warp (evosdpa.h, "Mask tensors"): the warp's 16 rows of S (its
 // threads' rows g and g + 8) by kBlockN keys, loaded a tile ahead by TMA into the warp's own
 // shared-memory stage (lane 0 issues the boxes, which complete on the warp's mbarrier), then read by
-// each thread at its positions of S into S's accumulators, to which S = Q.K^T adds. Without a mask
-// (MaskKind::kNone) it has no state and its calls compile to nothing.
+// each thread at its positions of S into S's accumulators, to which S = Q.K^T adds (preload), or with a
+// softcap onto the capped scores (apply). Without a mask (MaskKind::kNone) it has no state and its calls
+// compile to nothing.
 //
 // Why a stage: each thread's 64 positions are pairs of columns in 16 column groups of two rows, so reading
 // them straight from global memory is 32 loads per thread of which each warp-wide one touches 8 rows:
@@ -35,16 +36,21 @@ __device__ __forceinline__ const CUtensorMap* map_of(const MaskMap<kOn>& m) {
     return nullptr;
 }
 
-template <typename T, int kBlockN, MaskKind kKind>
+// kAfterCap (a softcap among the score modifiers): the mask goes onto the capped scores (apply) instead
+// of into S before Q.K^T (preload), where the cap would bend a bias and turn a hidden key's -inf into -c.
+template <typename T, int kBlockN, MaskKind kKind, bool kAfterCap = false>
 struct MaskTile {
   static constexpr int kWarpBytes = 0;
   static constexpr bool kPreloads = false;  // S = Q.K^T starts from zero
+  static constexpr bool kApplies = false;   // nothing to apply to the capped scores
   __device__ MaskTile(const CUtensorMap*, uint32_t, uint32_t, int) {}
   __device__ __forceinline__ void load(const KernelParams&, const Work&, int, int, bool) {}
   __device__ __forceinline__ void preload(float (&)[kBlockN / 2], float, float, bool) {}
+  template <int N>
+  __device__ __forceinline__ void apply(float (&)[N], bool) {}
 };
 
-template <typename T, int kBlockN, MaskKind kKind>
+template <typename T, int kBlockN, MaskKind kKind, bool kAfterCap>
 struct MaskTileOn {
   static constexpr bool kBool = kKind == MaskKind::kBool;
   static constexpr int kElem = kMaskElemBytes<kKind>;
@@ -52,7 +58,8 @@ struct MaskTileOn {
   static constexpr int kBoxes = kBlockN / kBoxKeys;  // boxes per tile: 1 (bytes) or 2 (16-bit elements)
   static constexpr int kBoxBytes = 16 * 128;         // a box: the warp's 16 rows of 128 bytes
   static constexpr int kWarpBytes = kBoxes * kBoxBytes;
-  static constexpr bool kPreloads = true;  // S = Q.K^T adds to the mask (preload)
+  static constexpr bool kPreloads = !kAfterCap;  // S = Q.K^T adds to the mask (preload)
+  static constexpr bool kApplies = kAfterCap;    // the mask goes onto the capped scores (apply)
   static_assert(kBlockN % kBoxKeys == 0 && kWarpBytes % 1024 == 0, "whole boxes, 1024-byte aligned stages");
   const CUtensorMap* map;  // the mask as a [batch|1, heads|1, seqlen_q|1, seqlen_k] tensor (wgmma_launch.cuh)
   uint32_t stage;          // the warp's stage (Smem::mask_stage), 1024-byte aligned
@@ -87,12 +94,13 @@ struct MaskTileOn {
     for (int b = 0; b < kBoxes; ++b) tma_load(stage + b * kBoxBytes, map, full, key0 + b * kBoxKeys, row, head, batch);
   }
 
-  // S's accumulators before S = Q.K^T adds to them (wgmma's accumulate; the mask's work then runs before
-  // the warpgroup's turn, off the softmax's path): at element i (row g + 8 ((i >> 1) & 1), column
-  // 8 (i >> 2) + 2 (lane % 4) + (i & 1)) the bias in raw score units, bias * inv_scale (kAdditive), or
-  // 0 and `hidden` where the byte is 0 (kBool): -inf, or +inf for a negative scale, which the softmax
-  // multiplies in first (scores_to_probs). Waits for the warp's load; the next load may follow at once.
-  __device__ __forceinline__ void preload(float (&s)[kBlockN / 2], float inv_scale, float hidden, bool one_row) {
+  // Waits for the warp's load and calls f(i, element) for the thread's first N of S's accumulators, element
+  // i at row g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 (lane % 4) + (i & 1) (N < kBlockN / 2: the first
+  // keys of a half tile): the byte, nonzero where the key is seen (kBool), or the bias as a float (kAdditive).
+  // Then every lane has read, and the next load may follow at once.
+  template <int N, typename F>
+  __device__ __forceinline__ void read(bool one_row, F&& f) {
+    static_assert(N % 8 == 0 && N <= kBlockN / 2, "whole 8-key groups of the tile");
     mbar_wait(full, phase);
     phase ^= 1;
     const int g = lane / 4, q = lane % 4;
@@ -101,12 +109,12 @@ struct MaskTileOn {
 #pragma unroll
       for (int r = 0; r < 2; ++r) row_base[r] = stage + offset(one_row ? 0 : g + 8 * r, 2 * q);
 #pragma unroll
-      for (int i = 0; i < kBlockN / 2; i += 2) {
+      for (int i = 0; i < N; i += 2) {
         const int b = 8 * (i >> 2);  // the pair's byte in the row, less 2q: chunk bits XOR-ed, box added
         const uint32_t at = (row_base[(i >> 1) & 1] ^ (((b >> 4) & 7) << 4)) + (b >> 7) * kBoxBytes + (b & 15);
         const uint32_t v = ld_shared_u16(at);
-        s[i] = (v & 0xffu) != 0 ? 0.f : hidden;
-        s[i + 1] = (v & 0xff00u) != 0 ? 0.f : hidden;
+        f(i, v & 0xffu);
+        f(i + 1, v & 0xff00u);
       }
     } else {
       // ldmatrix x4 number n: matrix k (lanes 8k .. 8k + 7 give its rows' addresses) is the 8 x 8 block
@@ -116,28 +124,54 @@ struct MaskTileOn {
       const int k = lane >> 3, rho = one_row ? 0 : 8 * (k & 1) + (lane & 7);
       const uint32_t base = stage + rho * 128 + ((((k >> 1) ^ rho) & 7) << 4);
 #pragma unroll
-      for (int n = 0; n < kBlockN / 16; ++n) {
+      for (int n = 0; n < N / 8; ++n) {
         uint32_t v[4];
         ldmatrix_x4(v, (base ^ ((2 * (n & 3)) << 4)) + (n >> 2) * kBoxBytes);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const float2 bias = unpack2<T>(v[j]);
-          s[8 * n + 2 * j] = bias.x * inv_scale;
-          s[8 * n + 2 * j + 1] = bias.y * inv_scale;
+          f(8 * n + 2 * j, bias.x);
+          f(8 * n + 2 * j + 1, bias.y);
         }
       }
     }
     __syncwarp();  // every lane has read before lane 0 starts the next load into the stage
   }
+
+  // S's accumulators before S = Q.K^T adds to them (wgmma's accumulate; the mask's work then runs before
+  // the warpgroup's turn, off the softmax's path): the bias in raw score units, bias * inv_scale
+  // (kAdditive), or 0 and `hidden` where the byte is 0 (kBool): -inf, or +inf for a negative scale, which
+  // the softmax multiplies in first (scores_to_probs).
+  __device__ __forceinline__ void preload(float (&s)[kBlockN / 2], float inv_scale, float hidden, bool one_row) {
+    if constexpr (kPreloads) {
+      if constexpr (kBool)
+        read<kBlockN / 2>(one_row, [&](int i, uint32_t seen) { s[i] = seen != 0 ? 0.f : hidden; });
+      else
+        read<kBlockN / 2>(one_row, [&](int i, float bias) { s[i] = bias * inv_scale; });
+    }
+  }
+
+  // The capped scores (in the log2 domain: softcap_log2) with the mask on them: the bias times log2(e)
+  // added, or -inf where the byte is 0. On the softmax's path (the load went out a turn before); the
+  // next tile's load may follow.
+  template <int N>
+  __device__ __forceinline__ void apply(float (&s)[N], bool one_row) {
+    if constexpr (kApplies) {
+      if constexpr (kBool)
+        read<N>(one_row, [&](int i, uint32_t seen) { s[i] = seen != 0 ? s[i] : -INFINITY; });
+      else
+        read<N>(one_row, [&](int i, float bias) { s[i] = fmaf(bias, 1.4426950408889634f, s[i]); });
+    }
+  }
 };
 
-template <typename T, int kBlockN>
-struct MaskTile<T, kBlockN, MaskKind::kBool> : MaskTileOn<T, kBlockN, MaskKind::kBool> {
-  using MaskTileOn<T, kBlockN, MaskKind::kBool>::MaskTileOn;
+template <typename T, int kBlockN, bool kAfterCap>
+struct MaskTile<T, kBlockN, MaskKind::kBool, kAfterCap> : MaskTileOn<T, kBlockN, MaskKind::kBool, kAfterCap> {
+  using MaskTileOn<T, kBlockN, MaskKind::kBool, kAfterCap>::MaskTileOn;
 };
-template <typename T, int kBlockN>
-struct MaskTile<T, kBlockN, MaskKind::kAdditive> : MaskTileOn<T, kBlockN, MaskKind::kAdditive> {
-  using MaskTileOn<T, kBlockN, MaskKind::kAdditive>::MaskTileOn;
+template <typename T, int kBlockN, bool kAfterCap>
+struct MaskTile<T, kBlockN, MaskKind::kAdditive, kAfterCap> : MaskTileOn<T, kBlockN, MaskKind::kAdditive, kAfterCap> {
+  using MaskTileOn<T, kBlockN, MaskKind::kAdditive, kAfterCap>::MaskTileOn;
 };
 
 }  // namespace evosdpa::detail::wgmma_sm90
