@@ -12,7 +12,7 @@ L = 8k with a window of (2048, 2048); a softcap of 50 (Gemma 2) at L = 4k and 8k
 with a window of 4096 (Gemma 2's local layers); mask tensors at L = 4k (issue 13's target: at most 25% over
 the plain call): boolean and additive [B, 1, L, L] (transformers' padding masks), additive [1, 1, L, L],
 a key padding mask [B, 1, 1, L], and a mask of its own per head [B, H, L, L] (2 GB read per call: the
-worst case, not the target's); ALiBi with BLOOM's slopes per head at L = 4k and 8k, causal and not. Each call is timed with CUDA events after warm-up, median
+worst case, not the target's); ALiBi with BLOOM's slopes per head at L = 4k and 8k, causal and not, and with a key padding mask (BLOOM on a padded batch). Each call is timed with CUDA events after warm-up, median
 of --iters runs (bench/decode_bench.py's Timer, no L2 flush: these calls read far more than L2 holds), and
 reported as time and as TFLOP/s of the dense work (4 B H Lq Lk D, halved with a causal mask, as the fa3 grid
 counts it) next to the time ratio against the point's plain call. Every evosdpa result is first checked
@@ -57,6 +57,7 @@ POINTS = [
     ("full 4k alibi", 4, 16, 4096, False, None, 0.0, ("alibi", "H")),
     ("causal 4k alibi", 4, 16, 4096, True, None, 0.0, ("alibi", "H")),
     ("causal 8k alibi", 2, 16, 8192, True, None, 0.0, ("alibi", "H")),
+    ("causal 4k alibi key padding [B,1,1,L]", 4, 16, 4096, True, None, 0.0, ("alibi+bool", "B11L")),  # BLOOM, padded
 ]
 
 
@@ -162,8 +163,10 @@ def main():
                 kw["window_size"] = window
             if softcap:
                 kw["softcap"] = softcap
-            slopes = bloom_slopes(torch, h) if spec and spec[0] == "alibi" else None
-            tensor = make_mask_tensor(torch, spec, b, h, length, dtype, gen) if spec and slopes is None else None
+            # spec kinds: "bool", "bias", "alibi" (slopes, the letters their shape), "alibi+bool" (both)
+            kind = spec[0].split("+")[-1] if spec else None
+            slopes = bloom_slopes(torch, h) if spec and spec[0].startswith("alibi") else None
+            tensor = make_mask_tensor(torch, (kind, spec[1]), b, h, length, dtype, gen) if kind in ("bool", "bias") else None
             if tensor is not None:
                 kw["attn_mask"] = tensor
             if slopes is not None:

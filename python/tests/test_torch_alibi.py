@@ -248,7 +248,7 @@ def test_kernels_without_it_refuse(rng):
     slopes = bloom_slopes(2)
     with pytest.raises(ValueError, match="ALiBi"):
         evosdpa.attention(q, q, q, kernel="splitkv_sm80", alibi_slopes=slopes)
-    # mma_sm80 and wgmma_sm90 have it alone: with a softcap, the reference kernel.
+    # mma_sm80 and wgmma_sm90 have it alone or with a mask tensor: with a softcap, the reference kernel.
     kernels = ["mma_sm80"] + (["wgmma_sm90"] if torch.cuda.get_device_capability()[0] == 9 else [])
     for kernel in kernels:
         with pytest.raises(ValueError, match="ALiBi with a sliding window"):

@@ -21,9 +21,10 @@ struct ScoreMods {
   // Mask tensor: each tile's elements applied to the scaled (or softcapped) scores, the causal/window/
   // length masks after; with a window, a softcap or both.
   static constexpr MaskKind kMask = kMaskKind;
-  // ALiBi: -slope * |diagonal - key| added to each scaled score, as a mask tensor's bias is; alone too.
+  // ALiBi: -slope * |diagonal - key| added to each scaled score, before a mask tensor's element; alone or
+  // with a mask tensor (BLOOM's padded batches), not with a window or softcap.
   static constexpr bool kAlibi = kAlibiOn;
-  static_assert(!kAlibi || (!kWindow && !kSoftcap && kMask == MaskKind::kNone), "ALiBi's kernels have it alone");
+  static_assert(!kAlibi || (!kWindow && !kSoftcap), "ALiBi's kernels have no window or softcap");
 };
 using NoMods = ScoreMods<false, false>;
 
@@ -33,18 +34,22 @@ inline bool has_score_mods(const KernelParams& p) {
   return p.sliding_window || p.softcap > 0.f || p.mask != nullptr || p.alibi_slopes != nullptr;
 }
 
-// Whether with_score_mods has a kernel for the call's combination: ALiBi comes alone (the families'
-// supports()). The launchers return cudaErrorInvalidValue for the others, which with_score_mods would run
-// as ALiBi alone.
+// Whether with_score_mods has a kernel for the call's combination: ALiBi comes alone or with a mask tensor
+// (the families' supports()). The launchers return cudaErrorInvalidValue for the others, which
+// with_score_mods would run without their window or softcap.
 inline bool score_mods_instantiated(const KernelParams& p) {
-  return p.alibi_slopes == nullptr || (!p.sliding_window && !(p.softcap > 0.f) && p.mask_type == EVOSDPA_MASK_NONE);
+  return p.alibi_slopes == nullptr || (!p.sliding_window && !(p.softcap > 0.f));
 }
 
 // Runs f(ScoreMods<...>{}) for the features the call asks for (p.sliding_window, p.softcap, p.mask_type,
-// p.alibi_slopes): ALiBi alone (score_mods_instantiated), any combination of the others.
+// p.alibi_slopes): ALiBi alone or with a mask tensor (score_mods_instantiated), any combination of the others.
 template <typename F>
 decltype(auto) with_score_mods(const KernelParams& p, F&& f) {
-  if (p.alibi_slopes != nullptr) return f(ScoreMods<false, false, MaskKind::kNone, true>{});
+  if (p.alibi_slopes != nullptr) {
+    if (p.mask_type == EVOSDPA_MASK_BOOL) return f(ScoreMods<false, false, MaskKind::kBool, true>{});
+    if (p.mask_type == EVOSDPA_MASK_ADDITIVE) return f(ScoreMods<false, false, MaskKind::kAdditive, true>{});
+    return f(ScoreMods<false, false, MaskKind::kNone, true>{});
+  }
   const auto windowed = [&](auto mask) -> decltype(auto) {
     constexpr MaskKind kMask = decltype(mask)::kMask;
     if (p.softcap > 0.f) return p.sliding_window ? f(ScoreMods<true, true, kMask>{}) : f(ScoreMods<false, true, kMask>{});

@@ -214,6 +214,12 @@ std::vector<KCase> mask_cases() {
       cases.push_back({"alibi", with_alibi(shape(3, 5, 5, 333, 333, d, TL), true), dt, L, 2.0});
       cases.push_back({"alibi", with_alibi(shape(1, 4, 4, 700, 300, d, BR)), dt});
       cases.push_back({"alibi", with_alibi(shape(1, 2, 2, 129, 200, d, F, -0.2), true), dt, Layout::BSHD});
+      // ALiBi with a mask tensor: BLOOM's padded batch (key padding, causal), a per-batch bias with Lq < Lk
+      // (BSHD, grouped heads), a full boolean mask with a negative scale.
+      cases.push_back({"alibimask", with_alibi(with_mask(shape(3, 4, 4, 500, 500, d, TL), BOOL, true, false, false)), dt});
+      cases.push_back({"alibimask", with_alibi(with_mask(shape(2, 4, 2, 200, 333, d, BR), ADD, true, false), true), dt,
+                       Layout::BSHD, 2.0});
+      cases.push_back({"alibimask", with_alibi(with_mask(shape(1, 2, 2, 129, 200, d, F, -0.2), BOOL), true), dt});
       cases.push_back({"biggrid", with_alibi(shape(4, 16, 16, 1100, 1100, d, BR), true), dt, Layout::Padded, 1.0, true, 29});
     }
   return cases;

@@ -33,12 +33,12 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
     if (k.function.find("splitkv") != std::string::npos) splitkv.insert(k.function);
     if (k.function.find("wgmma_sm90") != std::string::npos && k.arch == "sm_90a") wgmma.insert(k.function);
   }
-  // fp16 and bf16 per row, and on the score-modifier rows each of their twelve combinations (window,
-  // softcap, both, ALiBi, and a boolean or an additive mask tensor alone, with a window, a softcap or
-  // both).
+  // fp16 and bf16 per row, and on the score-modifier rows each of their fourteen combinations (window,
+  // softcap, both, ALiBi, and a boolean or an additive mask tensor alone, with a window, a softcap, both or
+  // ALiBi).
   size_t expected_mma = 0;
   for (int i = 0; i < evosdpa::detail::mma_sm80::kConfigCount; ++i)
-    expected_mma += evosdpa::detail::mma_sm80::score_mod_row(i) ? 2 * 13 : 2;
+    expected_mma += evosdpa::detail::mma_sm80::score_mod_row(i) ? 2 * 15 : 2;
   EXPECT_EQ(mma.size(), expected_mma)
       << "expected fp16 and bf16 instantiations of every tile-table row, with the score modifiers' on theirs";
   // fp16 and bf16: per backward row, the kernel in each mode; per head dim, the pre-pass and the dQ
@@ -52,13 +52,13 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   size_t expected = 0;
   // 16-bit rows: fp16 and bf16, persistent and split over clusters, and (unless split_keys) with the work
   // counter (DynamicSchedule); split_keys rows persistent for each sequence policy (CallSequences,
-  // OwnSequences); and the rows with score modifiers persistent with each of their twelve combinations
-  // (window, softcap, both, ALiBi, and a boolean or an additive mask tensor alone, with a window, a softcap
-  // or both); FP8 rows: E4M3, persistent only.
+  // OwnSequences); and the rows with score modifiers persistent with each of their fourteen combinations
+  // (window, softcap, both, ALiBi, and a boolean or an additive mask tensor alone, with a window, a softcap,
+  // both or ALiBi); FP8 rows: E4M3, persistent only.
   for (int i = 0; i < evosdpa::detail::wgmma_sm90::kConfigCount; ++i) {
     const auto& c = evosdpa::detail::wgmma_sm90::kConfigs[i];
     expected += c.fp8 ? 1 : c.split_keys ? 2 * 3 : 6;
-    if (evosdpa::detail::wgmma_sm90::score_mod_row(i)) expected += 2 * 12;
+    if (evosdpa::detail::wgmma_sm90::score_mod_row(i)) expected += 2 * 14;
   }
   EXPECT_EQ(wgmma.size(), expected)
       << "expected the sm_90a instantiations of every Hopper tile-table row (fp16 and bf16, persistent, split "

@@ -81,9 +81,9 @@ INSTANTIATE_TEST_SUITE_P(Rows, WgmmaRow, ::testing::ValuesIn(row_cases()),
 
 namespace {
 
-// ALiBi with other score modifiers has no kernel (score_mods.cuh) and supports() refuses it; forced
-// through a family's launch entry point it is refused again, with O untouched, rather than run as ALiBi
-// alone (score_mods_instantiated).
+// ALiBi with a softcap (or a window) has no kernel (score_mods.cuh) and supports() refuses it; forced
+// through a family's launch entry point it is refused again, with O untouched, rather than run without
+// the cap (score_mods_instantiated).
 TEST(Masks, LaunchersRefuseCombinationsWithoutTheirKernel) {
   namespace mma = evosdpa::detail::mma_sm80;
   const Shape s = with_alibi(

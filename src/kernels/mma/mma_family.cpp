@@ -35,9 +35,9 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
                   " (fp16, bf16)");
   if (const Check c = check_no_page_table(p); !c.ok()) return refuse(who + c.message);
   // Score modifiers (score_mods.cuh): windows, softcaps, mask tensors with either or both, and ALiBi
-  // alone; a mask's elements read in pairs (mma_mask.cuh).
-  if (uses_alibi(p) && (uses_window(p) || uses_softcap(p) || uses_mask(p)))
-    return refuse(who + "ALiBi with a sliding window, softcap or mask tensor (reference runs them together)");
+  // alone or with a mask tensor; a mask's elements read in pairs (mma_mask.cuh).
+  if (uses_alibi(p) && (uses_window(p) || uses_softcap(p)))
+    return refuse(who + "ALiBi with a sliding window or softcap (reference runs them together)");
   if (const Check c = check_tensor_row_alignment(mask_view(p), mask_elem_bytes(p), 2 * mask_elem_bytes(p)); !c.ok())
     return refuse(who + c.message + " (it reads the mask in element pairs; reference takes any alignment)");
   const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));

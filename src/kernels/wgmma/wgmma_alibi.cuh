@@ -1,7 +1,7 @@
 // ALiBi's bias for a consumer thread's positions of S (evosdpa.h, "ALiBi"): -slope * |diagonal - key|,
 // written into S's accumulators in raw score units before S = Q.K^T adds to them (wgmma's accumulate), as
-// a mask tensor's bias is (wgmma_mask.cuh), so that its work runs before the warpgroup's turn, off the
-// softmax's path. Without ALiBi it has no state and its calls compile to nothing.
+// a mask tensor's bias is (wgmma_mask.cuh), and onto it with one, so that its work runs before the
+// warpgroup's turn, off the softmax's path. Without ALiBi it has no state and its calls compile to nothing.
 #pragma once
 
 #include "kernels/kernel_params.hpp"
@@ -14,6 +14,7 @@ template <int kBlockN, bool kOn>
 struct AlibiTile {
   static constexpr bool kPreloads = false;
   __device__ AlibiTile(const KernelParams&, const Work&, int, int, float) {}
+  template <bool kOnto>
   __device__ __forceinline__ void preload(float (&)[kBlockN / 2], int) const {}
 };
 
@@ -35,18 +36,21 @@ struct AlibiTile<kBlockN, true> {
   // c = 8 (i >> 2) + (i & 1) past the thread's first) gets slope * |d - c|, d the row's diagonal less
   // the thread's first key. A tile wholly on one side of both rows' diagonals (all but the one or two
   // tiles a row's diagonal crosses) needs no |.|: slope * d - slope * c, one FFMA with the column as an
-  // immediate; the others take an FADD and an FMUL with |.| per score.
+  // immediate; the others take an FADD and an FMUL with |.| per score. kOnto: added to what S holds (a
+  // mask tensor's preload, whose -inf stays -inf), one FADD more per score.
+  template <bool kOnto>
   __device__ __forceinline__ void preload(float (&s)[kBlockN / 2], int key0) const {
+    const auto put = [&](int i, float bias) { s[i] = kOnto ? s[i] + bias : bias; };
     const float d[2] = {diagonal[0] - static_cast<float>(key0), diagonal[1] - static_cast<float>(key0)};
     const auto column = [](int i) { return static_cast<float>(8 * (i >> 2) + (i & 1)); };
     if (fminf(d[0], d[1]) >= kBlockN - 1 || fmaxf(d[0], d[1]) <= 0.f) {
       const float sign = d[0] > 0.f ? 1.f : -1.f;  // keys before the diagonals: +, after: -
       const float base[2] = {sign * slope * d[0], sign * slope * d[1]}, step = -sign * slope;
 #pragma unroll
-      for (int i = 0; i < kBlockN / 2; ++i) s[i] = fmaf(step, column(i), base[(i >> 1) & 1]);
+      for (int i = 0; i < kBlockN / 2; ++i) put(i, fmaf(step, column(i), base[(i >> 1) & 1]));
     } else {
 #pragma unroll
-      for (int i = 0; i < kBlockN / 2; ++i) s[i] = slope * fabsf(d[(i >> 1) & 1] - column(i));
+      for (int i = 0; i < kBlockN / 2; ++i) put(i, slope * fabsf(d[(i >> 1) & 1] - column(i)));
     }
   }
 };

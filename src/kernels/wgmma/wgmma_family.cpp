@@ -43,9 +43,9 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (const Check c = fp8 ? check_no_kv_cache(p) : check_no_page_table(p); !c.ok()) return refuse(who + c.message);
   if (fp8 && uses_varlen(p)) return refuse(who + "variable-length batches take fp16 or bf16 inputs");
   if (fp8 && uses_score_mods(p)) return refuse(who + "a sliding window or softcap takes fp16 or bf16 inputs");
-  // ALiBi's kernels (score_mods.cuh) have it alone.
-  if (uses_alibi(p) && (uses_window(p) || uses_softcap(p) || uses_mask(p)))
-    return refuse(who + "ALiBi with a sliding window, softcap or mask tensor (reference runs them together)");
+  // ALiBi's kernels (score_mods.cuh) have it alone or with a mask tensor.
+  if (uses_alibi(p) && (uses_window(p) || uses_softcap(p)))
+    return refuse(who + "ALiBi with a sliding window or softcap (reference runs them together)");
   // They preload the bias into S in raw score units, over the scale (wgmma_mask.cuh, wgmma_alibi.cuh).
   if ((uses_mask(p) || uses_alibi(p)) && p.softmax_scale == 0.f)  // (NaN, the default, is 1/sqrt(head_dim))
     return refuse(who + (uses_mask(p) ? "a mask tensor" : "ALiBi") + " with softmax_scale 0 (reference runs it)");

@@ -680,7 +680,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
   float sc[BN / 2];
   uint32_t pa[kPSteps<T, BN>][4];
-  using Alibi = AlibiTile<BN, Mods::kAlibi>;  // ALiBi's bias (ScoreMods: never with a mask tensor)
+  using Alibi = AlibiTile<BN, Mods::kAlibi>;  // ALiBi's bias (onto a mask tensor's preload, if any)
   constexpr bool kPreloaded = Mask::kPreloads || Alibi::kPreloads;  // S = Q.K^T adds to a bias
   static_assert(!(kPreloaded && Mods::kSoftcap), "a bias goes after the softcap: no preload with one");
   const Alibi alibi(p, w, row_lo, lane, scale_log2);
@@ -710,7 +710,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   int c = tiles + run.tile(0);  // ring position of the tile
   mt.load(p, w, key0 + run.tile(0) * BN, warp_row0, one_row);
   mt.preload(sc, mask_inv_scale, mask_hidden, one_row);
-  alibi.preload(sc, key0 + run.tile(0) * BN);
+  alibi.template preload<Mask::kPreloads>(sc, key0 + run.tile(0) * BN);
   if (!Mask::kApplies && run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0, one_row);
   named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
@@ -737,7 +737,7 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     c = tiles + j;
     const int s = c % kStages;
     mt.preload(sc, mask_inv_scale, mask_hidden, one_row);  // sc is free: P_{j-1} is in the fragments
-    alibi.preload(sc, key0 + j * BN);
+    alibi.template preload<Mask::kPreloads>(sc, key0 + j * BN);
     if (!Mask::kApplies && k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0, one_row);
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
