@@ -7,7 +7,7 @@ slope, (Hq,) and (B, Hq) slopes (expanded from one row, and with a strided head 
 alignment and none, Lq < Lk and Lq > Lk (rows with no key: exactly 0, lse -inf), odd lengths, grouped
 heads, BSHD, D 64 and 128, fp16 and bf16, on every kernel that has it; the lse against float64 logsumexp of
 the biased scores; the same formula over PyTorch's float64 SDPA; that the rule rejects slopes shifted by
-one head and a distance off by one; ALiBi with a window, softcap, mask and scale 0 (the reference kernel);
+one head and a distance off by one; ALiBi with a window and softcap (the reference kernel), a mask, scale 0;
 packed sequences (lengths 0 and 1) and a KV cache, dense and paged; torch.compile, opcheck; the gradient's
 NotImplementedError.
 
@@ -158,8 +158,8 @@ def test_rule_rejects_wrong_slopes_and_distances(kernel, rng):
 
 @needs_gpu
 def test_with_the_other_score_mods_and_scale_zero(rng):
-    """What wgmma_sm90 leaves to the reference kernel ("auto" takes it there): ALiBi with a sliding window and
-    a softcap, with an additive mask, and with softmax scale 0 (the bias alone decides)."""
+    """ALiBi with a sliding window and a softcap (the reference kernel under "auto"), with an additive mask
+    (wgmma_sm90 on Hopper, mma_sm80 elsewhere), and with softmax scale 0 (the bias alone decides; mma_sm80)."""
     b, hq, lq, lk, d = 2, 4, 257, 300, 64
     q = rng.randn(b, hq, lq, d, dtype=torch.bfloat16, std=4.0)
     k, v = rng.randn(b, hq, lk, d, dtype=torch.bfloat16, std=4.0), rng.randn(b, hq, lk, d, dtype=torch.bfloat16)
