@@ -241,27 +241,36 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
 }
 
 // ---- V transpose (FP8) -------------------------------------------------------------------------------
-// Warps 1-3 of the producer warpgroup, for each K/V tile in ring order: once TMA has put V ([keys][128
-// bytes of D], 128B-swizzled) in v(s) and the consumers have released vt(s), write V^T ([D][128 keys],
-// the same swizzle, K-major for wgmma) to vt(s). Position 4q + j of each 16-key group holds key
-// 2q + (j & 1) + 8 (j >> 1): the keys of P's fragment register for quad lane q (to_fragments), so P
-// needs no shuffle. Lane (group gi = lane / 4, q = lane % 4) loads 16 bytes (D columns 16ch..16ch+15)
-// of its 4 keys, turns the 4 x 16 bytes around with byte permutes and stores 16 words of 4 keys:
-// odd groups load their keys in the order 2q+1, 2q (selectors swapped to match), so the 8 lanes of a
-// load phase read 8 different 16-byte units of the swizzle, and the 32 lanes of a store write one D row's
-// 32 words: no bank conflicts. Then v(s) is free for the next load.
+// Warps 1-3 of the producer warpgroup, for each K/V tile in ring order: once TMA has put V ([keys][D
+// bytes], swizzled) in v(s) and the consumers have released vt(s), write V^T ([D][128 keys], 128B-
+// swizzled, K-major for wgmma) to vt(s). Position 4q + j of each 16-key group holds key 2q + (j & 1) +
+// 8 (j >> 1): the keys of P's fragment register for quad lane q (to_fragments), so P needs no shuffle.
+// A warp takes units of 32 keys x 16 D columns: one `ldmatrix.x4.trans` of the unit as four 8-key x
+// 8-pair matrices of 16-bit pairs gives lane (g, q) keys {2q, 2q + 1} (+ 8, + 16, + 24) of D columns
+// 2g and 2g + 1; four byte permutes make the 4-key words of those two columns' V^T rows for the unit's
+// two 16-key groups, and one `stmatrix.x4` writes them. Each stored matrix holds 8 D rows whose
+// swizzled 16-byte units differ (even columns of lanes g < 4, odd ones of g >= 4, and the reverse):
+// no bank conflicts; nor in the loads (8 consecutive keys). Then v(s) is free for the next load.
+// Against 16-byte loads, byte permutes and 4-byte stores per lane (the same shared-memory wavefronts, 2.5x
+// the instructions): D=128 0.6-1.5% faster, D=64 1.1% slower (H200, docs/perf-log.md v13.15).
 template <int kIndex, typename Schedule>
 __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem<kIndex>& sm) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
   static_assert(kCfg.block_n == 128 && Smem<kIndex>::kDBlocks == 1, "one 128-byte block of keys, one block of D");
-  // Transposing warps; 16-byte chunks of D per key row; V's row pitch, over which it is swizzled (chunk
-  // c of key k sits at c ^ ((k * kRowBytes / 128) & (kRowBytes / 16 - 1)): k & 7 for 128-byte rows,
-  // (k / 2) & 3 for 64-byte ones).
-  constexpr int kWarps = 3, kChunks = kCfg.head_dim / 16, kRowBytes = Smem<kIndex>::kRowBytes;
+  // Transposing warps; 16-byte chunks of D per key row; units of a tile; V's row pitch, over which it is
+  // swizzled (chunk c of key k sits at c ^ ((k * kRowBytes / 128) & (kRowBytes / 16 - 1)): k & 7 for
+  // 128-byte rows, (k / 2) & 3 for 64-byte ones).
+  constexpr int kWarps = 3, kChunks = kCfg.head_dim / 16, kUnits = kChunks * kCfg.block_n / 32;
+  constexpr int kRowBytes = Smem<kIndex>::kRowBytes;
   const int warp = static_cast<int>(threadIdx.x / 32) - 1, lane = threadIdx.x % 32;
-  const int q = lane & 3, gi = lane >> 2, odd = gi & 1;
-  const uint32_t sel_lo = odd ? 0x1504u : 0x5140u, sel_hi = odd ? 0x3726u : 0x7362u;
-  const int key0 = 16 * gi + 2 * q + odd, key1 = 16 * gi + 2 * q + (odd ^ 1);  // then key0 + 8, key1 + 8
+  // The row whose address this lane gives: row i of matrix mat. Loads: key 8 mat + i of the unit.
+  // Stores: D column 2i + ((mat & 1) ^ (i >= 4)) of the unit's 16, in its 16-key group mat >> 1.
+  const int mat = lane / 8, i = lane % 8;
+  const int st_col = 2 * i + ((mat & 1) ^ (i >= 4 ? 1 : 0)), st_group = mat >> 1;
+  // The data's row (lane / 4) in the stored matrices: column 2g (selector 0x6420: low bytes of the key
+  // pairs) in matrix 0 and 2 if g < 4, else 2g + 1 (0x7531: high bytes).
+  const bool odd_first = lane / 4 >= 4;
+  const uint32_t sel_a = odd_first ? 0x7531u : 0x6420u, sel_b = odd_first ? 0x6420u : 0x7531u;
   const int items = cta_items<Schedule>(sm);
   int c = 0;  // ring position
   for (int iter = 0; iter < items; ++iter) {
@@ -273,27 +282,16 @@ __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem
       if (c >= kCfg.stages) mbar_wait(sm.vt_empty(s), phase ^ 1);
       const uint32_t src = sm.v(s), dst = sm.vt(s);
 #pragma unroll 1
-      for (int ch = warp; ch < kChunks; ch += kWarps) {
-        const int keys[4] = {key0, key1, key0 + 8, key1 + 8};
-        uint32_t r[4][4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int swz = (keys[k] * kRowBytes / 128) & (kRowBytes / 16 - 1);
-          const uint4 v = ld_shared_u4(src + keys[k] * kRowBytes + ((ch ^ swz) << 4));
-          r[k][0] = v.x, r[k][1] = v.y, r[k][2] = v.z, r[k][3] = v.w;
-        }
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {  // D columns 16ch + 4w .. +3
-          const uint32_t t0 = byte_perm_r(r[0][w], r[1][w], sel_lo), t1 = byte_perm_r(r[0][w], r[1][w], sel_hi);
-          const uint32_t t2 = byte_perm_r(r[2][w], r[3][w], sel_lo), t3 = byte_perm_r(r[2][w], r[3][w], sel_hi);
-          const uint32_t out[4] = {mma_fp8::byte_perm<0x5410>(t0, t2), mma_fp8::byte_perm<0x7632>(t0, t2),
-                                   mma_fp8::byte_perm<0x5410>(t1, t3), mma_fp8::byte_perm<0x7632>(t1, t3)};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int d = 16 * ch + 4 * w + e;
-            st_shared(dst + d * 128 + ((gi ^ (d & 7)) << 4) + 4 * q, out[e]);
-          }
-        }
+      for (int u = warp; u < kUnits; u += kWarps) {
+        const int ch = u % kChunks, kb = (u / kChunks) * 32;  // the unit's D chunk and first key
+        const int key = kb + 8 * mat + i;
+        const int swz = (key * kRowBytes / 128) & (kRowBytes / 16 - 1);
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, src + key * kRowBytes + ((ch ^ swz) << 4));
+        const uint32_t w[4] = {byte_perm_r(r[0], r[1], sel_a), byte_perm_r(r[0], r[1], sel_b),
+                               byte_perm_r(r[2], r[3], sel_a), byte_perm_r(r[2], r[3], sel_b)};
+        const int d = 16 * ch + st_col, group = kb / 16 + st_group;
+        stmatrix_x4(dst + d * 128 + ((group ^ (d & 7)) << 4), w);
       }
       fence_async_shared();  // the writes, before the consumers' wgmma (async proxy) reads them
       mbar_arrive(sm.vt_full(s));
