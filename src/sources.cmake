@@ -35,8 +35,10 @@ set(EVOSDPA_SOURCES
   src/kernels/splitkv/splitkv_dispatch.cu
   src/kernels/splitkv/inst/splitkv_fp16_d64.cu
   src/kernels/splitkv/inst/splitkv_fp16_d128.cu
+  src/kernels/splitkv/inst/splitkv_fp16_d128_wide.cu
   src/kernels/splitkv/inst/splitkv_bf16_d64.cu
   src/kernels/splitkv/inst/splitkv_bf16_d128.cu
+  src/kernels/splitkv/inst/splitkv_bf16_d128_wide.cu
   src/kernels/mma_fp8/mma_fp8_dispatch.cu
   src/kernels/mma_fp8/inst/mma_fp8_fp16_d64.cu
   src/kernels/mma_fp8/inst/mma_fp8_fp16_d128.cu

@@ -188,10 +188,27 @@ TEST(SplitKvSplits, WithinTheWorkspaceGiven) {
   EXPECT_EQ(s.splits, 3);
   EXPECT_EQ(s.workspace_bytes, static_cast<size_t>(3 * per_split));
   p.num_splits = 1000000;
-  p.seqlen_k = 200;  // 4 tiles of 64 keys
+  p.seqlen_k = 300;  // 3 tiles of 128 keys on the H100's row, 5 of 64 where a block has 99 KiB (sm_86/89)
   evosdpa_params_set_bhsd_strides(&p);
   s = select_kernel(p, h100, "splitkv_sm80");
-  EXPECT_EQ(s.splits, 4);
+  EXPECT_EQ(s.splits, 3);
+  DeviceInfo small = h100;  // the same build's architecture, less shared memory
+  small.max_smem_per_block_optin = 99 * 1024;
+  s = select_kernel(p, small, "splitkv_sm80");
+  ASSERT_TRUE(s.check.ok()) << s.check.message;
+  EXPECT_EQ(s.splits, 5);
+}
+
+TEST(SplitKvSplits, RowsByTheDevicesSharedMemoryAndTheCache) {
+  // D = 128: the 8-warp row where a block may take 192 KiB (sm_90) for a dense cache; the 96 KiB row for
+  // a paged one and on sm_86/sm_89 (99 KiB) or sm_80 (163 KiB).
+  EXPECT_EQ(splitkv::config_for(128, 227 * 1024, 2, false), splitkv::kRowD128Wide);
+  EXPECT_EQ(splitkv::config_for(128, 227 * 1024, 2, true), splitkv::kRowD128);
+  EXPECT_EQ(splitkv::config_for(128, 163 * 1024, 2, false), splitkv::kRowD128);
+  EXPECT_EQ(splitkv::config_for(128, 99 * 1024, 2, false), splitkv::kRowD128);
+  EXPECT_EQ(splitkv::config_for(64, 99 * 1024, 2, true), splitkv::kRowD64);
+  EXPECT_EQ(splitkv::config_for(96, 227 * 1024, 2, false), -1);
+  EXPECT_EQ(splitkv::config_for(128, 64 * 1024, 2, false), -1);
 }
 
 TEST(SplitKvSplits, OnlyCallersOfTheServingHeaderLendTheForwardTheirWorkspace) {

@@ -25,6 +25,7 @@ struct SplitKvConfig {
   int block_n;   // keys per K/V tile
   int warps;     // each warp takes block_n / warps consecutive keys of every tile, for all 16 rows
   int stages;    // K/V tiles in shared memory: stages - 1 are in flight while one is computed
+  bool dense_only = false;  // paged caches take the head dim's next row (config_for)
 
   constexpr int threads() const { return 32 * warps; }
   constexpr int warp_keys() const { return block_n / warps; }
@@ -34,12 +35,23 @@ struct SplitKvConfig {
   constexpr int merge_bytes() const { return warps * kBlockRows * (head_dim + 2) * 4; }
 };
 
-// 96 KiB per block: within sm_86/sm_89's 99 KiB; two blocks per SM on sm_90 (228 KB), one on sm_80. Two tiles in flight
-// per block (32 KiB each) keep the loads ahead of a loop whose math is a few mma per warp and tile.
+// Rows in order of preference per head dim: a call takes the first of its head dim that the device's
+// shared memory per block holds (config_for).
+//  - 96 KiB rows: within sm_86/sm_89's 99 KiB; two blocks per SM on sm_90 (228 KB), one on sm_80.
+//  - D = 128, 192 KiB (sm_90): with 4 warps a block is bound by its warps' latency, not by memory: on an
+//    H200 (4.3 TB/s copy) the 96 KiB row decoded at ~3.1 TB/s at most, as on the H100 (3.0 TB/s), and
+//    8 warps over 128-key tiles took B=8 L=128k 1,366 -> 980 us (103% of copy), B=1 L=128k 198 -> 159,
+//    B=8 L=8k 97.5 -> 75.4, B=1 L=8k 27.2 -> 24.3 (fp16, Hq/Hkv 32/8, L2 flushed, bench/decode_bench.py;
+//    two stages instead of three: 1,240, 177, 87.6, 25.0). Paged caches ran slower on it (B=1 L=128k
+//    231 -> 253 us, B=8 L=8k 109 -> 117: a paged block waits on page-table reads and wants company on
+//    its SM), so they keep the 96 KiB row (docs/perf-log.md v13.16).
 inline constexpr SplitKvConfig kConfigs[] = {
     {64, 128, 4, 3},
+    {128, 128, 8, 3, true},
     {128, 64, 4, 3},
 };
+// The rows by index, for the instantiation files (inst/).
+inline constexpr int kRowD64 = 0, kRowD128Wide = 1, kRowD128 = 2;
 inline constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
 constexpr bool valid(const SplitKvConfig& c) {
@@ -47,7 +59,7 @@ constexpr bool valid(const SplitKvConfig& c) {
          c.warp_keys() % 16 == 0 &&              // whole k16 steps of P.V per warp
          c.threads() % (c.head_dim / 8) == 0 &&  // each thread copies one 16-byte column of the tile
          c.block_n % (c.threads() / (c.head_dim / 8)) == 0 && c.stages >= 2 &&
-         c.merge_bytes() <= c.smem_bytes(2) && c.smem_bytes(2) <= 99 * 1024;
+         c.merge_bytes() <= c.smem_bytes(2) && c.smem_bytes(2) <= 227 * 1024;  // sm_90's per-block opt-in
 }
 constexpr bool all_valid() {
   for (const SplitKvConfig& c : kConfigs)
@@ -56,13 +68,20 @@ constexpr bool all_valid() {
 }
 static_assert(all_valid(), "a splitkv row breaks the kernel's assumptions (see valid())");
 
-// The row for a head dim, -1 when there is none.
-constexpr int config_index(int head_dim) {
+// The row a call takes: the first of its head dim whose stages (`elem`-byte elements) fit `smem_optin`
+// bytes per block, not a dense-only one for a paged cache; -1 when there is none.
+constexpr int config_for(int head_dim, long long smem_optin, int elem, bool paged) {
   for (int i = 0; i < kConfigCount; ++i)
-    if (kConfigs[i].head_dim == head_dim) return i;
+    if (kConfigs[i].head_dim == head_dim && kConfigs[i].smem_bytes(elem) <= smem_optin && !(paged && kConfigs[i].dense_only))
+      return i;
   return -1;
 }
-static_assert(config_index(64) >= 0 && config_index(128) >= 0, "every supported head dim has a row");
+// Every supported head dim runs on sm_86/sm_89 (99 KiB), paged or not; the instantiation files' rows.
+static_assert(config_for(64, 99 * 1024, 2, true) >= 0 && config_for(128, 99 * 1024, 2, true) >= 0,
+              "every supported head dim has a row within 99 KiB");
+static_assert(kConfigs[kRowD64].head_dim == 64 && kConfigs[kRowD128Wide].head_dim == 128 &&
+                  kConfigs[kRowD128].head_dim == 128 && kConfigCount == 3,
+              "the instantiation files' rows");
 
 // Blocks of the grid before splitting: (sequence, K/V head, 16-row group).
 constexpr long long base_blocks(long long batch, long long heads_kv, long long seqlen_q, long long group) {

@@ -8,11 +8,13 @@
 
 namespace evosdpa::detail::splitkv {
 
-extern template cudaError_t launch<__half, config_index(64)>(const KernelParams&, cudaStream_t);
-extern template cudaError_t launch<__half, config_index(128)>(const KernelParams&, cudaStream_t);
-extern template cudaError_t launch<__nv_bfloat16, config_index(64)>(const KernelParams&, cudaStream_t);
-extern template cudaError_t launch<__nv_bfloat16, config_index(128)>(const KernelParams&, cudaStream_t);
-extern template cudaError_t kernel_attributes<__half, config_index(64)>(cudaFuncAttributes*);
+extern template cudaError_t launch<__half, kRowD64>(const KernelParams&, cudaStream_t);
+extern template cudaError_t launch<__half, kRowD128Wide>(const KernelParams&, cudaStream_t);
+extern template cudaError_t launch<__half, kRowD128>(const KernelParams&, cudaStream_t);
+extern template cudaError_t launch<__nv_bfloat16, kRowD64>(const KernelParams&, cudaStream_t);
+extern template cudaError_t launch<__nv_bfloat16, kRowD128Wide>(const KernelParams&, cudaStream_t);
+extern template cudaError_t launch<__nv_bfloat16, kRowD128>(const KernelParams&, cudaStream_t);
+extern template cudaError_t kernel_attributes<__half, kRowD64>(cudaFuncAttributes*);
 
 cudaError_t launch_variant(const KernelParams& p, evosdpa_dtype_t dtype, int variant, cudaStream_t stream) {
   return with_element_type(dtype, [&](auto t) {
@@ -22,7 +24,7 @@ cudaError_t launch_variant(const KernelParams& p, evosdpa_dtype_t dtype, int var
 
 cudaError_t probe_image() {
   cudaFuncAttributes attr;
-  return probe_answer(kernel_attributes<__half, config_index(64)>(&attr));
+  return probe_answer(kernel_attributes<__half, kRowD64>(&attr));
 }
 
 }  // namespace evosdpa::detail::splitkv

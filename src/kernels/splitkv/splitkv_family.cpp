@@ -29,15 +29,19 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (p.dtype != EVOSDPA_DTYPE_FLOAT16 && p.dtype != EVOSDPA_DTYPE_BFLOAT16)
     return refuse(p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? std::string("FP8 (E4M3) inputs are not supported (fp16, bf16)")
                                                         : "dtype " + std::to_string(static_cast<int>(p.dtype)) + " (fp16, bf16)");
-  const int row = splitkv::config_index(static_cast<int>(p.head_dim));
-  if (row < 0) return refuse("no configuration for head_dim " + std::to_string(p.head_dim));
+  const int elem = static_cast<int>(evosdpa_dtype_size(p.dtype));
+  const bool paged = p.page_table != nullptr;
+  const int head_dim = p.head_dim == 64 || p.head_dim == 128 ? static_cast<int>(p.head_dim) : 0;
+  const int smallest = splitkv::config_for(head_dim, 99 * 1024, elem, paged);  // the sm_86/sm_89 row
+  if (smallest < 0) return refuse("no configuration for head_dim " + std::to_string(p.head_dim));
   if (const Check c = check_no_varlen(p); !c.ok()) return refuse(c.message);
   if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(c.message);
+  const int row = splitkv::config_for(head_dim, dev.max_smem_per_block_optin, elem, paged);
+  if (row < 0)
+    return refuse("needs " + std::to_string(splitkv::kConfigs[smallest].smem_bytes(elem)) +
+                  " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));
   const splitkv::SplitKvConfig& cfg = splitkv::kConfigs[row];
-  const long long smem = cfg.smem_bytes(static_cast<int>(evosdpa_dtype_size(p.dtype)));
-  if (smem > dev.max_smem_per_block_optin)
-    return refuse("needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
-                  std::to_string(dev.max_smem_per_block_optin));
+  const long long smem = cfg.smem_bytes(elem);
   if (const Check c = check_row_alignment(p, kChunkBytes); !c.ok()) return refuse(c.message);
   const int64_t group = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1;
   // Packed rows (query, query head of the group) are ints in the kernel, with a 16-row group added.

@@ -3,5 +3,5 @@
 #include "kernels/splitkv/splitkv_launch.cuh"
 
 namespace evosdpa::detail::splitkv {
-template cudaError_t launch<__nv_bfloat16, config_index(64)>(const KernelParams&, cudaStream_t);
+template cudaError_t launch<__nv_bfloat16, kRowD64>(const KernelParams&, cudaStream_t);
 }  // namespace evosdpa::detail::splitkv

@@ -3,6 +3,6 @@
 #include "kernels/splitkv/splitkv_launch.cuh"
 
 namespace evosdpa::detail::splitkv {
-template cudaError_t launch<__half, config_index(64)>(const KernelParams&, cudaStream_t);
-template cudaError_t kernel_attributes<__half, config_index(64)>(cudaFuncAttributes*);
+template cudaError_t launch<__half, kRowD64>(const KernelParams&, cudaStream_t);
+template cudaError_t kernel_attributes<__half, kRowD64>(cudaFuncAttributes*);
 }  // namespace evosdpa::detail::splitkv
