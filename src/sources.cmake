@@ -35,10 +35,8 @@ set(EVOSDPA_SOURCES
   src/kernels/splitkv/splitkv_dispatch.cu
   src/kernels/splitkv/inst/splitkv_fp16_d64.cu
   src/kernels/splitkv/inst/splitkv_fp16_d128.cu
-  src/kernels/splitkv/inst/splitkv_fp16_d128_wide.cu
   src/kernels/splitkv/inst/splitkv_bf16_d64.cu
   src/kernels/splitkv/inst/splitkv_bf16_d128.cu
-  src/kernels/splitkv/inst/splitkv_bf16_d128_wide.cu
   src/kernels/mma_fp8/mma_fp8_dispatch.cu
   src/kernels/mma_fp8/inst/mma_fp8_fp16_d64.cu
   src/kernels/mma_fp8/inst/mma_fp8_fp16_d128.cu
@@ -47,7 +45,8 @@ set(EVOSDPA_SOURCES
 )
 
 # The Hopper family's kernels: compiled for sm_90a only (wgmma, setmaxnreg), whatever
-# CMAKE_CUDA_ARCHITECTURES says; their host-side family (above) is ordinary C++.
+# CMAKE_CUDA_ARCHITECTURES says; their host-side family (above) is ordinary C++. Also the split-KV
+# row that needs sm_90's shared memory.
 set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/wgmma_dispatch.cu
   src/kernels/wgmma/inst/wgmma_fp16_d64.cu
@@ -64,6 +63,9 @@ set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/inst/wgmma_bf16_tuned.cu
   src/kernels/wgmma/inst/wgmma_fp8_d128.cu
   src/kernels/wgmma/inst/wgmma_fp8_d64.cu
+  # splitkv_sm80's 192 KiB row (splitkv_config.hpp): only sm_90's shared memory holds it.
+  src/kernels/splitkv/inst/splitkv_fp16_d128_wide.cu
+  src/kernels/splitkv/inst/splitkv_bf16_d128_wide.cu
 )
 
 # Each kernel family's CUDA targets, compiled into the file that defines its KernelFamily
