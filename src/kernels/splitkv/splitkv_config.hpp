@@ -40,7 +40,7 @@ struct SplitKvConfig {
 // run (config_for).
 //  - 96 KiB rows: within sm_86/sm_89's 99 KiB; two blocks per SM on sm_90 (228 KB), one on sm_80.
 //  - D = 128, 192 KiB (sm_90): with 4 warps a block is bound by its warps' latency, not by memory: on an
-//    H200 (4.3 TB/s copy) the 96 KiB row decoded at ~3.1 TB/s at most, as on the H100 (3.0 TB/s), and
+//    H200 (4.2 TB/s copy) the 96 KiB row decoded at ~3.1 TB/s at most, as on the H100 (3.0 TB/s), and
 //    8 warps over 128-key tiles took B=8 L=128k 1,366 -> 980 us (103% of copy), B=1 L=128k 198 -> 159,
 //    B=8 L=8k 97.5 -> 75.4, B=1 L=8k 27.2 -> 24.3 (fp16, Hq/Hkv 32/8, L2 flushed, bench/decode_bench.py;
 //    two stages instead of three: 1,240, 177, 87.6, 25.0). Paged caches ran slower on it (B=1 L=128k
