@@ -131,18 +131,26 @@ TEST(KvCacheSelection, OnlySplitKvSplits) {
   }
 }
 
-TEST(SplitKvSplits, HeuristicFillsTheGpuOnlyWhenTheGridDoesNot) {
+TEST(SplitKvSplits, HeuristicFillsOneWaveOnlyWhenTheGridDoesNot) {
   using splitkv::choose_splits;
-  // B=1, 8 K/V heads, Lq=1 against 128k keys (2048 tiles of 64) on 132 SMs: the 8 blocks are split
-  // until the grid is near a whole wave of one block per SM (15 parts, 120 blocks).
-  const int s = choose_splits(8, 2048, 132);
-  EXPECT_GE(8 * s, 0.85 * 132) << s;
-  EXPECT_LE(8 * s, 132) << s;
-  EXPECT_EQ(choose_splits(8 * 8, 128, 132), 2);    // B=8, 8k keys: two parts, 128 blocks
+  // B=1, 8 K/V heads, Lq=1 on 132 SMs. Dense, one block per SM: 1024 tiles of 128 keys (L=128k) give 16
+  // parts, 128 blocks (FlashAttention-2's heuristic took 14).
+  EXPECT_EQ(choose_splits(8, 1024, 132), 16);
+  EXPECT_EQ(choose_splits(8, 64, 132), 16);  // L=8k
+  EXPECT_EQ(choose_splits(8, 8, 132), 8);    // L=1k: one tile per part
+  EXPECT_EQ(choose_splits(8, 15, 132), 15);  // 15 tiles: 15 parts
+  EXPECT_EQ(choose_splits(8, 20, 132), 10);  // 16 parts of 20 tiles would leave 6 empty: 10 of 2
+  // Paged, two blocks per SM (264 slots): 2048 tiles of 64 keys, 33 parts (FlashAttention-2's: 29).
+  EXPECT_EQ(choose_splits(8, 2048, 264), 33);
+  EXPECT_EQ(choose_splits(8 * 8, 128, 264), 4);  // B=8
+  EXPECT_EQ(choose_splits(16, 1024, 132), 8);    // B=2
+  EXPECT_EQ(choose_splits(64, 64, 132), 2);      // B=8, 8k keys in 128-key tiles: 128 blocks
+  EXPECT_EQ(choose_splits(96, 1024, 132), 1);    // one part per SM already (73%): no room for two
   EXPECT_EQ(choose_splits(8 * 16, 2048, 132), 1);  // 80% of a wave already
   EXPECT_EQ(choose_splits(8, 1, 132), 1);          // one key tile: nothing to split
-  EXPECT_LE(choose_splits(1, 100000, 132), splitkv::kMaxSplits);
-  EXPECT_LE(choose_splits(1, 5, 132), 5);  // never more parts than key tiles
+  EXPECT_EQ(choose_splits(1, 100000, 132), splitkv::kMaxSplits);
+  EXPECT_EQ(choose_splits(1, 5, 132), 5);  // never more parts than key tiles
+  EXPECT_EQ(choose_splits(0, 5, 132), 1);
 }
 
 TEST(SplitKvSplits, WithinTheWorkspaceGiven) {

@@ -255,6 +255,9 @@ std::vector<CacheCase> cache_cases() {
       {"invalid_page", F16, 64, 1, 4, 2, 2, {200}, 200, 16, NONE, 0, false, 3},
       {"decode_sweep_1_to_131072", F16, 128, static_cast<int64_t>(sweep.size()), 8, 2, 1, sweep, 131072, 64, NONE, 0},
       {"many_splits", F16, 64, 1, 2, 1, 1, {9000}, 9000, 0, NONE, 64},
+      // 37 parts: the merge reads parts eight at a time, 32 to a lane set; the last set holds 5 (and
+      // parts past the 40 key blocks' 20 that hold keys are empty).
+      {"splits37_d128", BF16, 128, 2, 8, 2, 3, {5000, 2900}, 5000, 0, BR, 37},
   };
 }
 

@@ -92,24 +92,26 @@ constexpr long long base_blocks(long long batch, long long heads_kv, long long s
   return batch * heads_kv * ((seqlen_q * group + kBlockRows - 1) / kBlockRows);
 }
 
-// FlashAttention-2's heuristic (num_splits_heuristic), `slots` blocks to a wave (the SM count):
-// no split when the base grid fills 80% of a wave; else the fewest splits whose wave efficiency (waves /
-// whole waves) is within 85% of the best up to kMaxSplits, counting only split counts that change the
-// keys per part (ceil(key_blocks / s)).
+// A split count that gives every part keys: ceil(key_blocks / s) parts of its size, no fewer (with s - 1
+// parts of the same size, s parts would leave one empty).
+constexpr bool splits_all_used(long long key_blocks, long long s) {
+  return s == 1 || (key_blocks + s - 1) / s != (key_blocks + s - 2) / (s - 1);
+}
+
+// The split count: the most parts that keep the grid within one wave of `slots` blocks (every part
+// with keys), none when the base grid fills 80% of a wave. A decoding block streams at a rate bound by
+// its own copies in flight, so every slot left empty is bandwidth lost, and a second wave costs more
+// than it spreads. FlashAttention-2's heuristic (the fewest splits within 85% of the best wave
+// efficiency) stopped short of the wave: H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, B=1 L=128k: dense
+// (slots: 132 SMs) 14 parts 155 us, 15 147, 16 136, 32 141; paged (pages of 16, two blocks per SM,
+// slots 264) 29 parts 223 us, 33 200, 64 213 (docs/perf-log.md v13.17).
 constexpr int choose_splits(long long base, long long key_blocks, long long slots) {
   if (base <= 0 || key_blocks <= 1 || slots <= 0 || base * 10 >= slots * 8) return 1;
-  const long long most = key_blocks < kMaxSplits ? key_blocks : kMaxSplits;
-  auto eligible = [&](long long s) { return s == 1 || (key_blocks + s - 1) / s != (key_blocks + s - 2) / (s - 1); };
-  auto efficiency = [&](long long s) {
-    const double waves = static_cast<double>(base * s) / static_cast<double>(slots);
-    const long long whole = (base * s + slots - 1) / slots;
-    return waves / static_cast<double>(whole);
-  };
-  double best = 0;
-  for (long long s = 1; s <= most; ++s)
-    if (eligible(s) && efficiency(s) > best) best = efficiency(s);
-  for (long long s = 1; s <= most; ++s)
-    if (eligible(s) && efficiency(s) >= 0.85 * best) return static_cast<int>(s);
+  long long s = slots / base;
+  if (s > key_blocks) s = key_blocks;
+  if (s > kMaxSplits) s = kMaxSplits;
+  for (; s > 1; --s)
+    if (splits_all_used(key_blocks, s)) return static_cast<int>(s);
   return 1;
 }
 

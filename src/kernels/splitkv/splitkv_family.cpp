@@ -58,13 +58,13 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (p.num_splits > 0) {
     splits = wanted = p.num_splits < key_blocks ? p.num_splits : (key_blocks > 0 ? key_blocks : 1);
   } else {
-    // A dense cache counts waves in SMs, not in the blocks an SM holds: a memory-bound block pulls more
-    // than an SM's share of the bandwidth, so SMs given two blocks finish last (H100, fp16, Hq/Hkv
-    // 32/8, D 128, Lq 1: B=1 L=64k 103 us with 16 parts (128 blocks) against 114 with 29 (232
-    // blocks); B=8 L=8k 97.7 us with 2 parts against 100.6 with 4; .carry/split_sweep.py). A paged
-    // one counts every block the SMs hold: each tile's copies wait for page-table reads, so a block
-    // streams less and more of them must be in flight (B=8 L=8k, pages of 16: 111.8 us with 4 parts,
-    // 180.7 with 2; B=1 L=64k: 128.9 against 209.2; docs/perf-log.md v11).
+    // A dense cache counts SMs, not the blocks an SM holds: a memory-bound block pulls more than an
+    // SM's share of the bandwidth, so SMs given two blocks finish last (H100, fp16, Hq/Hkv 32/8, D 128,
+    // Lq 1: B=1 L=64k 103 us with 16 parts (128 blocks) against 114 with 29 (232 blocks); B=8 L=8k 97.7
+    // us with 2 parts against 100.6 with 4; .carry/split_sweep.py). A paged one counts every block the
+    // SMs hold: each tile's copies wait for page-table reads, so a block streams less and more of them
+    // must be in flight (B=8 L=8k, pages of 16: 111.8 us with 4 parts, 180.7 with 2; B=1 L=64k: 128.9
+    // against 209.2; docs/perf-log.md v11).
     const long long per_sm = dev.max_smem_per_block_optin / smem > 1 ? dev.max_smem_per_block_optin / smem : 1;
     splits = wanted = splitkv::choose_splits(base, key_blocks, p.page_table != nullptr ? dev.sm_count * per_sm : dev.sm_count);
     // Within the workspace given: none without a pointer ("none without one", evosdpa.h).

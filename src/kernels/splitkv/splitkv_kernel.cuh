@@ -117,6 +117,21 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[WK / 8][4], float scal
     }
 }
 
+// Programmatic dependent launch (sm_90): the kernel lets its merge be scheduled as soon as every block
+// has started, and the merge waits here until the kernel has finished and its stores are visible, so
+// the second launch's latency overlaps the first kernel's tail. Both are no-ops before sm_90 and when
+// the merge was launched without the attribute (splitkv_launch.cuh).
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_primary_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 template <typename T, int kIndex>
 struct Kernel {
   static constexpr SplitKvConfig kCfg = kConfigs[kIndex];
@@ -221,6 +236,7 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
   const int warp = tid / 32;
   const int lane = tid % 32;
   const Work w = block_work(p);
+  allow_dependent_launch();
 
   // Keys of this row group: the sequence's (seqused_k, sequence.cuh), cut at the causal limit of its last
   // query.
@@ -296,35 +312,56 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
 }
 
 // Combine the parts of every output row (one warp per row): lse = log sum exp(lse_s), O = sum
-// exp(lse_s - lse) O_s. Rows whose parts all saw no key keep O = 0 and lse = -inf.
+// exp(lse_s - lse) O_s. Rows whose parts all saw no key keep O = 0 and lse = -inf (a part without keys
+// wrote O = 0, so its weight 0 adds nothing). Lane s holds part s's weight and the parts' O rows are read
+// eight at a time with no dependence between them: a loop that waited for each part's load in turn
+// spent one L2 round trip per part.
 template <typename T, int D>
 __global__ void __launch_bounds__(128) merge_kernel(const KernelParams p) {
+  wait_for_primary_grid();
   const int64_t total_rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= total_rows) return;
+  const int splits = p.num_splits;
   const float* part_o = static_cast<const float*>(p.workspace);
-  const float* part_lse = part_o + p.num_splits * total_rows * D;
+  const float* part_lse = part_o + splits * total_rows * D;
   float mx = -INFINITY;
-  for (int s = lane; s < p.num_splits; s += 32) mx = fmaxf(mx, part_lse[s * total_rows + row]);
+  for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, part_lse[s * total_rows + row]);
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   const float base = mx == -INFINITY ? 0.f : mx;
   float sum = 0.f;
-  for (int s = lane; s < p.num_splits; s += 32) sum += __expf(part_lse[s * total_rows + row] - base);
+  for (int s = lane; s < splits; s += 32) sum += __expf(part_lse[s * total_rows + row] - base);
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   const float lse = sum > 0.f ? base + __logf(sum) : -INFINITY;
 
-  constexpr int kPerLane = D / 32;  // 2 or 4 consecutive dims per lane
+  constexpr int kPerLane = D / 32;  // 2 or 4 consecutive dims per lane: one 8- or 16-byte load per part
+  struct alignas(4 * kPerLane) Chunk {
+    float e[kPerLane];
+  };
+  static_assert(kPerLane == 2 || kPerLane == 4, "D is 64 or 128");
   float acc[kPerLane] = {};
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float ls = part_lse[s * total_rows + row];
-    if (ls == -INFINITY) continue;
-    const float wgt = __expf(ls - lse);
-    const float* src = part_o + (s * total_rows + row) * D + lane * kPerLane;
+  for (int s0 = 0; s0 < splits; s0 += 32) {
+    const int s = s0 + lane;
+    const float ls = s < splits ? part_lse[s * total_rows + row] : -INFINITY;
+    const float wgt = ls == -INFINITY ? 0.f : __expf(ls - lse);
+    const int n = min(32, splits - s0);
+    const float* src = part_o + (s0 * total_rows + row) * D + lane * kPerLane;
+    for (int i0 = 0; i0 < n; i0 += 8) {
+      // Past the last part the load repeats it (a valid address, finite values) and the weight is 0:
+      // lanes at or past the part count hold weight 0.
+      Chunk c[8];
 #pragma unroll
-    for (int d = 0; d < kPerLane; ++d) acc[d] += wgt * src[d];
+      for (int j = 0; j < 8; ++j) c[j] = *reinterpret_cast<const Chunk*>(src + min(i0 + j, n - 1) * total_rows * D);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float wj = __shfl_sync(0xffffffffu, wgt, i0 + j);
+#pragma unroll
+        for (int d = 0; d < kPerLane; ++d) acc[d] += wj * c[j].e[d];
+      }
+    }
   }
   const int qi = static_cast<int>(row % p.seqlen_q);
   const int h = static_cast<int>((row / p.seqlen_q) % p.heads_q);

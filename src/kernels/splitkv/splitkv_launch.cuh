@@ -19,8 +19,26 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
   const long long blocks = base_blocks(p.batch, p.heads_q / p.kv_group, p.seqlen_q, p.kv_group) * p.num_splits;
   splitkv_kernel<T, kIndex><<<static_cast<unsigned>(blocks), K::kThreads, smem, stream>>>(p);
   if (p.num_splits > 1) {
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
     const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q;
-    merge_kernel<T, K::kD><<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p);
+    cudaLaunchConfig_t merge{};
+    merge.gridDim = dim3(static_cast<unsigned>((rows + 3) / 4));
+    merge.blockDim = dim3(128);
+    merge.stream = stream;
+    // On sm_90 the merge is a programmatic dependent launch (splitkv_kernel.cuh: allow_dependent_launch):
+    // its blocks are scheduled while the kernel's last blocks run instead of after the kernel has drained.
+    cudaLaunchAttribute overlap{};
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    int device = 0, major = 0;
+    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
+    if ((err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device)) != cudaSuccess) return err;
+    if (major >= 9) {
+      merge.attrs = &overlap;
+      merge.numAttrs = 1;
+    }
+    return cudaLaunchKernelEx(&merge, merge_kernel<T, K::kD>, p);
   }
   return cudaGetLastError();
 }
