@@ -207,18 +207,17 @@ TEST(SplitKvSplits, WithinTheWorkspaceGiven) {
   EXPECT_EQ(s.splits, 5);
 }
 
-TEST(SplitKvSplits, RowsByTheDeviceAndTheCache) {
-  // D = 128: the 8-warp row on sm_90 (192 KiB, compiled for sm_90a) for a dense cache; the 96 KiB row for
-  // a paged one, on other devices whatever their shared memory (sm_100's 227 KiB included), and on sm_86 /
-  // sm_89 (99 KiB) or sm_80 (163 KiB).
-  EXPECT_EQ(splitkv::config_for(128, true, 227 * 1024, 2, false), splitkv::kRowD128Wide);
-  EXPECT_EQ(splitkv::config_for(128, true, 227 * 1024, 2, true), splitkv::kRowD128);
-  EXPECT_EQ(splitkv::config_for(128, false, 227 * 1024, 2, false), splitkv::kRowD128);
-  EXPECT_EQ(splitkv::config_for(128, true, 163 * 1024, 2, false), splitkv::kRowD128);
-  EXPECT_EQ(splitkv::config_for(128, false, 99 * 1024, 2, false), splitkv::kRowD128);
-  EXPECT_EQ(splitkv::config_for(64, true, 227 * 1024, 2, false), splitkv::kRowD64);
-  EXPECT_EQ(splitkv::config_for(96, true, 227 * 1024, 2, false), -1);
-  EXPECT_EQ(splitkv::config_for(128, true, 64 * 1024, 2, false), -1);
+TEST(SplitKvSplits, RowsByTheDevice) {
+  // D = 128: the 8-warp row on sm_90 (192 KiB, compiled for sm_90a), dense or paged; the 96 KiB row on
+  // other devices whatever their shared memory (sm_100's 227 KiB included), and on sm_86 / sm_89 (99 KiB)
+  // or sm_80 (163 KiB).
+  EXPECT_EQ(splitkv::config_for(128, true, 227 * 1024, 2), splitkv::kRowD128Wide);
+  EXPECT_EQ(splitkv::config_for(128, false, 227 * 1024, 2), splitkv::kRowD128);
+  EXPECT_EQ(splitkv::config_for(128, true, 163 * 1024, 2), splitkv::kRowD128);
+  EXPECT_EQ(splitkv::config_for(128, false, 99 * 1024, 2), splitkv::kRowD128);
+  EXPECT_EQ(splitkv::config_for(64, true, 227 * 1024, 2), splitkv::kRowD64);
+  EXPECT_EQ(splitkv::config_for(96, true, 227 * 1024, 2), -1);
+  EXPECT_EQ(splitkv::config_for(128, true, 64 * 1024, 2), -1);
 }
 
 TEST(SplitKvSplits, OnlyCallersOfTheServingHeaderLendTheForwardTheirWorkspace) {

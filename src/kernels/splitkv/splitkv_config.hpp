@@ -25,8 +25,8 @@ struct SplitKvConfig {
   int block_n;   // keys per K/V tile
   int warps;     // each warp takes block_n / warps consecutive keys of every tile, for all 16 rows
   int stages;    // K/V tiles in shared memory: stages - 1 are in flight while one is computed
-  bool sm90a_dense = false;  // compiled for sm_90a alone (192 KiB: sm_90's shared memory), for dense
-                             // caches only; elsewhere, and for paged caches, the head dim's next row
+  bool sm90a_only = false;  // compiled for sm_90a alone (192 KiB: sm_90's shared memory); elsewhere
+                            // the head dim's next row
 
   constexpr int threads() const { return 32 * warps; }
   constexpr int warp_keys() const { return block_n / warps; }
@@ -43,10 +43,10 @@ struct SplitKvConfig {
 //    H200 (4.2 TB/s copy) the 96 KiB row decoded at ~3.1 TB/s at most, as on the H100 (3.0 TB/s), and
 //    8 warps over 128-key tiles took B=8 L=128k 1,366 -> 980 us (103% of copy), B=1 L=128k 198 -> 159,
 //    B=8 L=8k 97.5 -> 75.4, B=1 L=8k 27.2 -> 24.3 (fp16, Hq/Hkv 32/8, L2 flushed, bench/decode_bench.py;
-//    two stages instead of three: 1,240, 177, 87.6, 25.0). Paged caches ran slower on it (B=1 L=128k
-//    231 -> 253 us, B=8 L=8k 109 -> 117: a paged block waits on page-table reads and wants company on
-//    its SM), so they keep the 96 KiB row (docs/perf-log.md v13.16). Its instantiations are compiled for
-//    sm_90a alone (src/sources.cmake), where 192 KiB fit.
+//    two stages instead of three: 1,240, 177, 87.6, 25.0; docs/perf-log.md v13.16). Paged caches ran
+//    slower on it until their page and row per key were stepped instead of divided (v13.17: B=1 L=128k
+//    223 us on the 96 KiB row, 163 with the stepping, 153-156 on this row; B=8 L=128k 1,515, 1,203,
+//    1,064). Its instantiations are compiled for sm_90a alone (src/sources.cmake), where 192 KiB fit.
 inline constexpr SplitKvConfig kConfigs[] = {
     {64, 128, 4, 3},
     {128, 128, 8, 3, true},
@@ -71,17 +71,17 @@ constexpr bool all_valid() {
 static_assert(all_valid(), "a splitkv row breaks the kernel's assumptions (see valid())");
 
 // The row a call takes: the first of its head dim whose stages (`elem`-byte elements) fit `smem_optin`
-// bytes per block, an sm90a_dense one only on an sm_90 device (`sm90a`: compute capability 9.0) with a
-// dense cache; -1 when there is none.
-constexpr int config_for(int head_dim, bool sm90a, long long smem_optin, int elem, bool paged) {
+// bytes per block, an sm90a_only one only on an sm_90 device (`sm90a`: compute capability 9.0); -1 when
+// there is none.
+constexpr int config_for(int head_dim, bool sm90a, long long smem_optin, int elem) {
   for (int i = 0; i < kConfigCount; ++i) {
     const SplitKvConfig& c = kConfigs[i];
-    if (c.head_dim == head_dim && c.smem_bytes(elem) <= smem_optin && (!c.sm90a_dense || (sm90a && !paged))) return i;
+    if (c.head_dim == head_dim && c.smem_bytes(elem) <= smem_optin && (!c.sm90a_only || sm90a)) return i;
   }
   return -1;
 }
-// Every supported head dim runs on sm_86/sm_89 (99 KiB), paged or not; the instantiation files' rows.
-static_assert(config_for(64, false, 99 * 1024, 2, true) >= 0 && config_for(128, false, 99 * 1024, 2, true) >= 0,
+// Every supported head dim runs on sm_86/sm_89 (99 KiB); the instantiation files' rows.
+static_assert(config_for(64, false, 99 * 1024, 2) >= 0 && config_for(128, false, 99 * 1024, 2) >= 0,
               "every supported head dim has a row within 99 KiB");
 static_assert(kConfigs[kRowD64].head_dim == 64 && kConfigs[kRowD128Wide].head_dim == 128 &&
                   kConfigs[kRowD128].head_dim == 128 && kConfigCount == 3,

@@ -33,11 +33,11 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const bool paged = p.page_table != nullptr;
   const int head_dim = p.head_dim == 64 || p.head_dim == 128 ? static_cast<int>(p.head_dim) : 0;
   const bool sm90a = dev.cc_major == 9 && dev.cc_minor == 0;
-  const int smallest = splitkv::config_for(head_dim, false, 99 * 1024, elem, paged);  // the sm_86/sm_89 row
+  const int smallest = splitkv::config_for(head_dim, false, 99 * 1024, elem);  // the sm_86/sm_89 row
   if (smallest < 0) return refuse("no configuration for head_dim " + std::to_string(p.head_dim));
   if (const Check c = check_no_varlen(p); !c.ok()) return refuse(c.message);
   if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(c.message);
-  const int row = splitkv::config_for(head_dim, sm90a, dev.max_smem_per_block_optin, elem, paged);
+  const int row = splitkv::config_for(head_dim, sm90a, dev.max_smem_per_block_optin, elem);
   if (row < 0)
     return refuse("needs " + std::to_string(splitkv::kConfigs[smallest].smem_bytes(elem)) +
                   " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));

@@ -38,43 +38,93 @@ __device__ __forceinline__ Work block_work(const KernelParams& p) {
   return {i / heads_kv, i % heads_kv, split, rg * kBlockRows};
 }
 
-// Where key `key` of sequence b lives: `outer` is the page it is on (paged) or b (dense), `row` its row
-// there; ok is false for a page index outside [0, num_pages), whose keys are never read and count as
-// masked.
-struct KeyRow {
-  int64_t outer;
-  int row;
-  bool ok;
+// The pages of the rows a thread copies in one tile (-1 past key_end), read from the page table one
+// loop iteration before the tile's copies are issued so that those do not wait on the table; the page
+// of each row is stepped from the first row's (see load_kv_tile). Unused (0) for a dense cache.
+template <int kRows>
+struct TilePages {
+  int page[kRows];
 };
-
-__device__ __forceinline__ KeyRow key_row(const KernelParams& p, int b, int key) {
-  if (p.page_table == nullptr) return {b, key, true};
-  const int page = p.page_table[b * p.page_table_batch_stride + key / p.page_size];
-  return {page, key % p.page_size, page >= 0 && page < p.num_pages};
+template <int BN, int D, int kThreads>
+__device__ __forceinline__ TilePages<BN / (kThreads / (D / 8))> fetch_pages(const KernelParams& p, int b, int key0,
+                                                                           int key_end, int tid) {
+  constexpr int kStep = kThreads / (D / 8);
+  TilePages<BN / kStep> t;
+  if (p.page_table == nullptr) {
+#pragma unroll
+    for (int i = 0; i < BN / kStep; ++i) t.page[i] = 0;
+    return t;
+  }
+  const int* table = p.page_table + static_cast<int64_t>(b) * p.page_table_batch_stride;
+  const int first = key0 + tid / (D / 8);
+  int column = first / p.page_size;
+  int in_page = first - column * p.page_size;
+#pragma unroll
+  for (int i = 0; i < BN / kStep; ++i) {
+    t.page[i] = first + i * kStep < key_end ? table[column] : -1;
+    in_page += kStep;
+    if (in_page >= p.page_size) {
+      in_page -= p.page_size;
+      ++column;
+    }
+  }
+  return t;
 }
 
-// Copy keys [key0, key0 + BN) of K and V into one stage; keys at or past `key_end` or on an invalid page
-// are zero-filled. Each thread copies one 16-byte column of rows `kStep` apart.
+// Copy keys [key0, key0 + BN) of K and V into one stage; keys at or past `key_end` or on a page outside
+// [0, num_pages) are zero-filled (and never read: such a page's keys count as masked). Each thread copies
+// one 16-byte column of rows `kStep` apart, a paged cache's from the pages fetch_pages read. The page
+// and row of each key are stepped from the first key's (kStep <= 16 <= page_size: at most one page
+// boundary per step) rather than divided per row: a division by the run-time page size is ~20
+// instructions, and 16 of them per thread and tile cost paged decoding 20-27% (H200, B=8 L=128k 1,515
+// -> 1,203 us, B=1 L=128k 223 -> 163; docs/perf-log.md v13.17).
 template <int BN, int D, int kThreads, typename T>
 __device__ __forceinline__ void load_kv_tile(uint32_t sK, uint32_t sV, const KernelParams& p, const T* k_head,
-                                             const T* v_head, int b, int key0, int key_end, int tid) {
+                                             const T* v_head, int b, int key0, int key_end,
+                                             const TilePages<BN / (kThreads / (D / 8))>& pages, int tid) {
   constexpr int kChunks = D / 8;
   constexpr int kStep = kThreads / kChunks;
   static_assert(kThreads % kChunks == 0 && BN % kStep == 0, "each thread copies whole rows of one column");
+  static_assert(kStep <= 16, "a step crosses at most one page (pages are multiples of 16 keys)");
   const int row0 = tid / kChunks;
   const int chunk = tid % kChunks;
+  if (p.page_table == nullptr) {
+#pragma unroll
+    for (int i = 0; i < BN / kStep; ++i) {
+      const int r = row0 + i * kStep;
+      const int key = key0 + r;
+      const bool ok = key < key_end;
+      const uint32_t dst = swizzle<kChunks>(r, chunk);
+      const int64_t at = static_cast<int64_t>(b) * p.k_batch_stride + static_cast<int64_t>(key) * p.k_seq_stride;
+      const int64_t at_v = static_cast<int64_t>(b) * p.v_batch_stride + static_cast<int64_t>(key) * p.v_seq_stride;
+      cp_async_16(sK + dst, ok ? k_head + at + chunk * 8 : k_head, ok);
+      cp_async_16(sV + dst, ok ? v_head + at_v + chunk * 8 : v_head, ok);
+    }
+    return;
+  }
+  const int first = key0 + row0;
+  int in_page = first % p.page_size;
 #pragma unroll
   for (int i = 0; i < BN / kStep; ++i) {
     const int r = row0 + i * kStep;
     const int key = key0 + r;
-    KeyRow at{0, 0, false};
-    if (key < key_end) at = key_row(p, b, key);
+    const int page = key < key_end ? pages.page[i] : -1;
+    const bool ok = page >= 0 && page < p.num_pages;
     const uint32_t dst = swizzle<kChunks>(r, chunk);
-    const T* k_src = at.ok ? k_head + at.outer * p.k_batch_stride + at.row * p.k_seq_stride + chunk * 8 : k_head;
-    const T* v_src = at.ok ? v_head + at.outer * p.v_batch_stride + at.row * p.v_seq_stride + chunk * 8 : v_head;
-    cp_async_16(sK + dst, k_src, at.ok);
-    cp_async_16(sV + dst, v_src, at.ok);
+    const int64_t at = static_cast<int64_t>(page) * p.k_batch_stride + static_cast<int64_t>(in_page) * p.k_seq_stride;
+    const int64_t at_v = static_cast<int64_t>(page) * p.v_batch_stride + static_cast<int64_t>(in_page) * p.v_seq_stride;
+    cp_async_16(sK + dst, ok ? k_head + at + chunk * 8 : k_head, ok);
+    cp_async_16(sV + dst, ok ? v_head + at_v + chunk * 8 : v_head, ok);
+    in_page += kStep;
+    if (in_page >= p.page_size) in_page -= p.page_size;
   }
+}
+
+// Whether the page of key `key` of sequence b is one the cache holds (always, dense).
+__device__ __forceinline__ bool page_valid(const KernelParams& p, int b, int key) {
+  if (p.page_table == nullptr) return true;
+  const int page = p.page_table[static_cast<int64_t>(b) * p.page_table_batch_stride + key / p.page_size];
+  return page >= 0 && page < p.num_pages;
 }
 
 // Q fragments of the block's 16 rows straight from global memory into the mma A layout (4-byte loads: Q
@@ -263,9 +313,10 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
   const T* k_head = static_cast<const T*>(p.k) + w.h_kv * p.k_head_stride;
   const T* v_head = static_cast<const T*>(p.v) + w.h_kv * p.v_head_stride;
   auto stage_k = [&](int tile) { return s_base + (tile % kStages) * 2 * K::kTileBytes; };
-  auto load = [&](int tile) {
+  auto pages_of = [&](int tile) { return fetch_pages<kBN, D, K::kThreads>(p, w.b, (block_begin + tile) * kBN, key_end, tid); };
+  auto load = [&](int tile, const auto& pages) {
     load_kv_tile<kBN, D, K::kThreads>(stage_k(tile), stage_k(tile) + K::kTileBytes, p, k_head, v_head, w.b,
-                                      (block_begin + tile) * kBN, key_end, tid);
+                                      (block_begin + tile) * kBN, key_end, pages, tid);
   };
 
   float o[1][D / 8][4];
@@ -278,9 +329,10 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
     // past the end), so "all but the newest kStages - 2" is exactly the tile about to be used.
 #pragma unroll
     for (int t = 0; t < kStages - 1; ++t) {
-      if (t < num_tiles) load(t);
+      if (t < num_tiles) load(t, pages_of(t));
       cp_async_commit();
     }
+    auto next_pages = pages_of(kStages - 1);
     uint32_t q_frag[1][D / 16][4];
     load_q_fragments<T, D>(q_frag, p, w, lane);
 
@@ -288,8 +340,9 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
       cp_async_wait<kStages - 2>();
       // Tile j visible to all; every warp is past tile j - 1, whose stage the next copy refills.
       __syncthreads();
-      if (j + kStages - 1 < num_tiles) load(j + kStages - 1);
+      if (j + kStages - 1 < num_tiles) load(j + kStages - 1, next_pages);
       cp_async_commit();
+      next_pages = pages_of(j + kStages);
 
       const uint32_t sK = stage_k(j) + warp * kWK * (D / 8) * 16;
       const uint32_t sV = stage_k(j) + K::kTileBytes + warp * kWK * (D / 8) * 16;
@@ -300,7 +353,7 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
       if (p.page_table != nullptr) {
 #pragma unroll
         for (int g = 0; g < kWK / 16; ++g)
-          if (key0 + 16 * g < key_end && !key_row(p, w.b, key0 + 16 * g).ok) page_ok &= ~(1u << g);
+          if (key0 + 16 * g < key_end && !page_valid(p, w.b, key0 + 16 * g)) page_ok &= ~(1u << g);
       }
       scale_and_mask<kWK>(s[0], p.scale_log2, key0, key_end, limit, page_ok, lane);
       mma_sm80::rescale<kWK, D, 0>(s[0], o[0], m, l);
