@@ -39,8 +39,10 @@ __device__ __forceinline__ Work block_work(const KernelParams& p) {
 }
 
 // The pages of the rows a thread copies in one tile (-1 past key_end), read from the page table one
-// loop iteration before the tile's copies are issued so that those do not wait on the table; the page
-// of each row is stepped from the first row's (see load_kv_tile). Unused (0) for a dense cache.
+// loop iteration before the tile's copies are issued so that those do not wait on the table (8-warp
+// row, H200, paged fp16: B=8 L=128k 1,262 -> 1,060 us, B=1 L=128k 168.5 -> 153.5; it costs the
+// shortest caches a little, B=1 L=8k 21.8 -> 23.8; docs/perf-log.md v13.17). The page of each row is
+// stepped from the first row's (see load_kv_tile). Unused (0) for a dense cache.
 template <int kRows>
 struct TilePages {
   int page[kRows];
