@@ -171,8 +171,10 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[WK / 8][4], float scal
 
 // Programmatic dependent launch (sm_90): the kernel lets its merge be scheduled as soon as every block
 // has started, and the merge waits here until the kernel has finished and its stores are visible, so
-// the second launch's latency overlaps the first kernel's tail. Both are no-ops before sm_90 and when
-// the merge was launched without the attribute (splitkv_launch.cuh).
+// the second launch's latency overlaps the first kernel's tail. Both compile to nothing in an image
+// built for an architecture before sm_90 (which is then launched without the attribute, since its
+// merge could not wait: splitkv_launch.cuh), and the wait returns at once when the merge was launched
+// without it.
 __device__ __forceinline__ void allow_dependent_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -370,9 +372,12 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
 // exp(lse_s - lse) O_s. Rows whose parts all saw no key keep O = 0 and lse = -inf (a part without keys
 // wrote O = 0, so its weight 0 adds nothing). Lane s holds part s's weight and the parts' O rows are read
 // eight at a time with no dependence between them: a loop that waited for each part's load in turn
-// spent one L2 round trip per part.
-template <typename T, int D>
+// spent one L2 round trip per part. One instantiation per row, not per head dim: the two D=128 rows'
+// files are compiled for different architectures (src/sources.cmake), and a kernel instantiated in
+// both would register one host stub with two images, one of which the older GPUs cannot load.
+template <typename T, int kIndex>
 __global__ void __launch_bounds__(128) merge_kernel(const KernelParams p) {
+  constexpr int D = Kernel<T, kIndex>::kD;
   wait_for_primary_grid();
   const int64_t total_rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;

@@ -26,19 +26,22 @@ cudaError_t launch(const KernelParams& p, cudaStream_t stream) {
     merge.gridDim = dim3(static_cast<unsigned>((rows + 3) / 4));
     merge.blockDim = dim3(128);
     merge.stream = stream;
-    // On sm_90 the merge is a programmatic dependent launch (splitkv_kernel.cuh: allow_dependent_launch):
-    // its blocks are scheduled while the kernel's last blocks run instead of after the kernel has drained.
+    // A programmatic dependent launch (splitkv_kernel.cuh: allow_dependent_launch) where the merge's
+    // image waits for the kernel: its PTX targets sm_90 or later (an sm_80 build JIT-compiled for an
+    // H100 has no wait, and would read the parts before they are written). Its blocks are then
+    // scheduled while the kernel's last blocks run instead of after the kernel has drained.
+    cudaFuncAttributes image{};
+    if ((err = cudaFuncGetAttributes(&image, merge_kernel<T, kIndex>)) != cudaSuccess) return err;
     cudaLaunchAttribute overlap{};
     overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     overlap.val.programmaticStreamSerializationAllowed = 1;
-    int device = 0, major = 0;
-    if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-    if ((err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device)) != cudaSuccess) return err;
-    if (major >= 9) {
+    if (image.ptxVersion >= 90) {
       merge.attrs = &overlap;
       merge.numAttrs = 1;
     }
-    return cudaLaunchKernelEx(&merge, merge_kernel<T, K::kD>, p);
+    err = cudaLaunchKernelEx(&merge, merge_kernel<T, kIndex>, p);
+    if (err != cudaSuccess) (void)cudaGetLastError();  // reported here, not again by the next call
+    return err;
   }
   return cudaGetLastError();
 }
