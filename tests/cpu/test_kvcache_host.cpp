@@ -220,6 +220,36 @@ TEST(SplitKvSplits, RowsByTheDevice) {
   EXPECT_EQ(splitkv::config_for(128, true, 64 * 1024, 2), -1);
 }
 
+TEST(SplitKvSplits, ShortCachesOfAWaveOfBlocksTakeTheSmallerRow) {
+  using splitkv::short_cache_row;
+  const long long optin = 227 * 1024, sms = 132;
+  // Up to 1024 keys with at least a block per SM: the 96 KiB row, two per SM.
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1024, 132, sms, optin, 2), splitkv::kRowD128);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1, 512, sms, optin, 2), splitkv::kRowD128);
+  // A longer cache, or fewer blocks than SMs: the 8-warp row.
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1025, 512, sms, optin, 2), splitkv::kRowD128Wide);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1024, 131, sms, optin, 2), splitkv::kRowD128Wide);
+  // No smaller row of the head dim, or none that fits twice: unchanged.
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128, 512, 512, sms, optin, 2), splitkv::kRowD128);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD64, 512, 512, sms, optin, 2), splitkv::kRowD64);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 512, 512, sms, 160 * 1024, 2), splitkv::kRowD128Wide);
+  EXPECT_EQ(short_cache_row(-1, 512, 512, sms, optin, 2), -1);
+
+  // Through the family: B=64, Hq/Hkv 32/8, Lq 1, D 128 on an H100 against caches of 1024 and 2048 keys.
+  DeviceInfo h100{};
+  h100.cc_major = 9;
+  h100.sm_count = 132;
+  h100.max_smem_per_block_optin = 227 * 1024;
+  for (const long long keys : {1024LL, 2048LL}) {
+    evosdpa_params_t p = valid_params(64, 32, 1, keys, 128);
+    p.heads_kv = 8;
+    evosdpa_params_set_bshd_strides(&p);
+    const Selection s = select_kernel(p, h100, "splitkv_sm80");
+    ASSERT_TRUE(s.check.ok()) << s.check.message;
+    EXPECT_EQ(s.variant, keys == 1024 ? splitkv::kRowD128 : splitkv::kRowD128Wide) << keys;
+  }
+}
+
 TEST(SplitKvSplits, OnlyCallersOfTheServingHeaderLendTheForwardTheirWorkspace) {
   // A 0.4 caller's struct ends at backward_mode: its workspace was the backward's alone.
   EXPECT_FALSE(knows_forward_workspace(offsetof(evosdpa_params_t, seqused_k)));

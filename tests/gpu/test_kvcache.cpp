@@ -240,6 +240,13 @@ const auto NONE = EVOSDPA_CAUSAL_NONE;
 const auto TL = EVOSDPA_CAUSAL_TOP_LEFT;
 const auto BR = EVOSDPA_CAUSAL_BOTTOM_RIGHT;
 
+// n key counts from 0 to cap, mixed (0, 1, then a stride through [0, cap]).
+std::vector<int> mixed_lens(int n, int cap) {
+  std::vector<int> lens(n);
+  for (int i = 0; i < n; ++i) lens[i] = i < 2 ? i : static_cast<int>((i * 389LL) % (cap + 1));
+  return lens;
+}
+
 std::vector<CacheCase> cache_cases() {
   std::vector<int> sweep = {1, 2, 15, 16, 17, 63, 64, 65, 127, 128, 129, 1000, 4097, 131072};
   return {
@@ -258,6 +265,11 @@ std::vector<CacheCase> cache_cases() {
       // 37 parts: the merge reads parts eight at a time, 32 to a lane set; the last set holds 5 (and
       // parts past the 40 key blocks' 20 that hold keys are empty).
       {"splits37_d128", BF16, 128, 2, 8, 2, 3, {5000, 2900}, 5000, 0, BR, 37},
+      // More blocks than SMs (160, 288 and 288 on 132), of unequal lengths; the first a short cache
+      // whose blocks fill a wave, which sm_90 gives to the 96 KiB row (short_cache_row).
+      {"blocks_over_sms_d128", F16, 128, 40, 8, 4, 1, mixed_lens(40, 700), 700, 0, NONE, 0},
+      {"blocks_over_sms_paged_d64", BF16, 64, 36, 16, 8, 2, mixed_lens(36, 500), 500, 16, BR, 0},
+      {"blocks_over_sms_splits3", F16, 128, 24, 8, 4, 3, mixed_lens(24, 900), 900, 0, BR, 3},
   };
 }
 

@@ -80,6 +80,28 @@ constexpr int config_for(int head_dim, bool sm90a, long long smem_optin, int ele
   }
   return -1;
 }
+// Caches up to which short_cache_row may hand a call to a smaller row.
+inline constexpr long long kShortCacheKeys = 1024;
+
+// The row a call takes: config_for's, except for caches of at most kShortCacheKeys keys whose `base`
+// blocks (base_blocks) fill at least a wave of one block per SM: those take the head dim's next row
+// that fits twice into `smem_optin`, if any. Such blocks stream a few tiles each, so what counts is how
+// soon each block's first tiles arrive, and two smaller blocks per SM overlap one's start with the
+// other's streaming. H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, every sequence full, 8-warp row against the
+// 96 KiB row (us): dense B=64 L=512 49.2 / 41.9, L=1k 75.5 / 70.1, B=32 L=512 27.0 / 22.8, L=1k 41.5 /
+// 37.4, B=64 L=4k 247.7 / 246.7, L=16k 942.5 / 955.2; paged B=64 L=512 59.0 / 51.2, L=1k 93.2 / 89.3.
+// The cache's capacity (seqlen_k) bounds the rule, not its sequences' lengths, which the host does not
+// know; with lengths spread over the cache the longest sequences decide, and a 4-warp block streams one
+// alone at about half the 8-warp rate: lengths uniform in [1, 1k), B=64 52.9 / 55.8 (paged 71.1 /
+// 73.8), B=32 35.0 / 34.0, B=128 91.9 / 89.5; in [1, 4k), B=32 86.5 / 107.3 (docs/perf-log.md v13.18).
+constexpr int short_cache_row(int row, long long seqlen_k, long long base, long long sm_count, long long smem_optin,
+                              int elem) {
+  if (row < 0 || seqlen_k > kShortCacheKeys || base < sm_count) return row;
+  for (int i = row + 1; i < kConfigCount; ++i)
+    if (kConfigs[i].head_dim == kConfigs[row].head_dim && 2LL * kConfigs[i].smem_bytes(elem) <= smem_optin) return i;
+  return row;
+}
+
 // Every supported head dim runs on sm_86/sm_89 (99 KiB); the instantiation files' rows.
 static_assert(config_for(64, false, 99 * 1024, 2) >= 0 && config_for(128, false, 99 * 1024, 2) >= 0,
               "every supported head dim has a row within 99 KiB");

@@ -30,27 +30,27 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
     return refuse(p.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3 ? std::string("FP8 (E4M3) inputs are not supported (fp16, bf16)")
                                                         : "dtype " + std::to_string(static_cast<int>(p.dtype)) + " (fp16, bf16)");
   const int elem = static_cast<int>(evosdpa_dtype_size(p.dtype));
-  const bool paged = p.page_table != nullptr;
   const int head_dim = p.head_dim == 64 || p.head_dim == 128 ? static_cast<int>(p.head_dim) : 0;
   const bool sm90a = dev.cc_major == 9 && dev.cc_minor == 0;
   const int smallest = splitkv::config_for(head_dim, false, 99 * 1024, elem);  // the sm_86/sm_89 row
   if (smallest < 0) return refuse("no configuration for head_dim " + std::to_string(p.head_dim));
   if (const Check c = check_no_varlen(p); !c.ok()) return refuse(c.message);
   if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(c.message);
-  const int row = splitkv::config_for(head_dim, sm90a, dev.max_smem_per_block_optin, elem);
+  const int64_t group = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1;
+  const long long base = splitkv::base_blocks(p.batch, p.heads_kv, p.seqlen_q, group);
+  const int row = splitkv::short_cache_row(splitkv::config_for(head_dim, sm90a, dev.max_smem_per_block_optin, elem),
+                                           p.seqlen_k, base, dev.sm_count, dev.max_smem_per_block_optin, elem);
   if (row < 0)
     return refuse("needs " + std::to_string(splitkv::kConfigs[smallest].smem_bytes(elem)) +
                   " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));
   const splitkv::SplitKvConfig& cfg = splitkv::kConfigs[row];
   const long long smem = cfg.smem_bytes(elem);
   if (const Check c = check_row_alignment(p, kChunkBytes); !c.ok()) return refuse(c.message);
-  const int64_t group = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1;
   // Packed rows (query, query head of the group) are ints in the kernel, with a 16-row group added.
   if (static_cast<__int128>(p.seqlen_q) * group > INT32_MAX - splitkv::kBlockRows)
     return refuse("seqlen_q * heads_q / heads_kv exceeds 2^31-17 packed rows");
 
   // Key parts: the caller's count (at most one per key block), or the heuristic's within the workspace.
-  const long long base = splitkv::base_blocks(p.batch, p.heads_kv, p.seqlen_q, group);
   const long long key_blocks = (p.seqlen_k + cfg.block_n - 1) / cfg.block_n;
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q;
   const long long per_split_bytes = splitkv::workspace_bytes(2, rows, p.head_dim) / 2;
