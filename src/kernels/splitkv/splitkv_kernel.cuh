@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(Kernel<T, kIndex>::kThreads) splitkv_kernel(co
 // exp(lse_s - lse) O_s. Rows whose parts all saw no key keep O = 0 and lse = -inf (a part without keys
 // wrote O = 0, so its weight 0 adds nothing). Lane s holds part s's weight and the parts' O rows are read
 // eight at a time with no dependence between them: a loop that waited for each part's load in turn
-// spent one L2 round trip per part. One instantiation per row, not per head dim: the two D=128 rows'
+// spent one L2 round trip per part; the first eight go out with the lse reads. One instantiation per row, not per head dim: the two D=128 rows'
 // files are compiled for different architectures (src/sources.cmake), and a kernel instantiated in
 // both would register one host stub with two images, one of which the older GPUs cannot load.
 template <typename T, int kIndex>
@@ -386,6 +386,19 @@ __global__ void __launch_bounds__(128) merge_kernel(const KernelParams p) {
   const int splits = p.num_splits;
   const float* part_o = static_cast<const float*>(p.workspace);
   const float* part_lse = part_o + splits * total_rows * D;
+  constexpr int kPerLane = D / 32;  // 2 or 4 consecutive dims per lane: one 8- or 16-byte load per part
+  struct alignas(4 * kPerLane) Chunk {
+    float e[kPerLane];
+  };
+  static_assert(kPerLane == 2 || kPerLane == 4, "D is 64 or 128");
+  // The first eight parts' O chunks, loaded before the weights are known: their round trip overlaps the
+  // lse reads' instead of following it. Past the last part a load repeats it (a valid address, finite
+  // values) and the weight is 0: lanes at or past the part count hold weight 0.
+  const float* src0 = part_o + row * D + lane * kPerLane;
+  const int n0 = min(32, splits);
+  Chunk first[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) first[j] = *reinterpret_cast<const Chunk*>(src0 + min(j, n0 - 1) * total_rows * D);
   float mx = -INFINITY;
   for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, part_lse[s * total_rows + row]);
 #pragma unroll
@@ -397,11 +410,6 @@ __global__ void __launch_bounds__(128) merge_kernel(const KernelParams p) {
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   const float lse = sum > 0.f ? base + __logf(sum) : -INFINITY;
 
-  constexpr int kPerLane = D / 32;  // 2 or 4 consecutive dims per lane: one 8- or 16-byte load per part
-  struct alignas(4 * kPerLane) Chunk {
-    float e[kPerLane];
-  };
-  static_assert(kPerLane == 2 || kPerLane == 4, "D is 64 or 128");
   float acc[kPerLane] = {};
   for (int s0 = 0; s0 < splits; s0 += 32) {
     const int s = s0 + lane;
@@ -410,11 +418,14 @@ __global__ void __launch_bounds__(128) merge_kernel(const KernelParams p) {
     const int n = min(32, splits - s0);
     const float* src = part_o + (s0 * total_rows + row) * D + lane * kPerLane;
     for (int i0 = 0; i0 < n; i0 += 8) {
-      // Past the last part the load repeats it (a valid address, finite values) and the weight is 0:
-      // lanes at or past the part count hold weight 0.
       Chunk c[8];
+      if (s0 == 0 && i0 == 0) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) c[j] = *reinterpret_cast<const Chunk*>(src + min(i0 + j, n - 1) * total_rows * D);
+        for (int j = 0; j < 8; ++j) c[j] = first[j];
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) c[j] = *reinterpret_cast<const Chunk*>(src + min(i0 + j, n - 1) * total_rows * D);
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const float wj = __shfl_sync(0xffffffffu, wgt, i0 + j);
