@@ -424,9 +424,20 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--page-size", type=int, default=16, help="keys per page of the paged cache (default 16)")
     ap.add_argument("--kernel", default=None, help="evosdpa's kernel= (default None: auto)")
+    ap.add_argument("--batches", default=None, help="comma-separated batch sizes instead of the grid's")
+    ap.add_argument("--caches", default=None, help="comma-separated cache lengths (keys) instead of the grid's")
     ap.add_argument("--json", default=None, help="write every result here")
     args = ap.parse_args()
     batches, lengths = GRIDS[args.grid]
+    try:
+        if args.batches:
+            batches = [int(x) for x in args.batches.split(",")]
+        if args.caches:
+            lengths = [int(x) for x in args.caches.split(",")]
+    except ValueError:
+        ap.error("--batches and --caches take comma-separated integers")
+    if any(x <= 0 for x in batches + lengths):
+        ap.error("--batches and --caches must be positive")
     if args.iters < 1 or args.warmup < 0:
         ap.error("--iters must be >= 1 and --warmup >= 0")
     if args.page_size <= 0 or args.page_size % 16 or any(n % args.page_size for n in lengths):
