@@ -270,8 +270,8 @@ std::vector<CacheCase> cache_cases() {
       {"blocks_over_sms_d128", F16, 128, 40, 8, 4, 1, mixed_lens(40, 700), 700, 0, NONE, 0},
       {"blocks_over_sms_paged_d64", BF16, 64, 36, 16, 8, 2, mixed_lens(36, 500), 500, 16, BR, 0},
       {"blocks_over_sms_splits3", F16, 128, 24, 8, 4, 3, mixed_lens(24, 900), 900, 0, BR, 3},
-      // The 96 KiB row on sm_90 (136 blocks, a cache of 640 keys): paged with 4 queries bottom-right,
-      // and dense with two parts, top-left.
+      // The 96 KiB row on sm_90 (136 blocks before any split, a cache of 640 keys): paged with 4
+      // queries bottom-right, and dense with two parts (272 blocks), top-left.
       {"short_cache_paged32_lq4_br", BF16, 128, 34, 8, 4, 4, mixed_lens(34, 640), 640, 32, BR, 0},
       {"short_cache_splits2_tl", F16, 128, 34, 8, 4, 4, mixed_lens(34, 640), 640, 0, TL, 2},
   };
