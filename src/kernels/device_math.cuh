@@ -1,5 +1,5 @@
 // Device helpers both tensor-core families use: shared-memory addresses, packing two floats into one
-// register of 16-bit values, and 2^x on the special-function unit.
+// register of 16-bit values, stmatrix, and 2^x on the special-function unit.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +11,18 @@ namespace evosdpa::detail {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ldmatrix.x4's inverse (sm_90+): register k of lane t goes to row t / 4, elements 2 (t % 4) and + 1 of
+// 8 x 8 matrix k of 16-bit elements, whose rows' addresses lanes 8k .. 8k + 7 give.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&v)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]), "r"(v[1]),
+               "r"(v[2]), "r"(v[3])
+               : "memory");
+#else
+  __trap();  // callers test the architecture first
+#endif
 }
 
 // Two floats rounded to nearest into one register of two 16-bit values (lo in the low half): the layout

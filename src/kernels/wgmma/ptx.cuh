@@ -205,13 +205,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&v)[4], uint32_t add
                : "r"(addr)
                : "memory");
 }
-// ldmatrix_x4's inverse (sm_90): register k of lane t goes to row t / 4, elements 2 (t % 4) and + 1 of
-// matrix k, whose rows' addresses lanes 8k .. 8k + 7 give.
-__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&v)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v[0]), "r"(v[1]),
-               "r"(v[2]), "r"(v[3])
-               : "memory");
-}
+// stmatrix_x4, ldmatrix_x4's inverse: device_math.cuh (the backward of mma_sm80 uses it too).
 // prmt with a selector in a register (where each lane picks its own byte order).
 __device__ __forceinline__ uint32_t byte_perm_r(uint32_t a, uint32_t b, uint32_t selector) {
   uint32_t d;

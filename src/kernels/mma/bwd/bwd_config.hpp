@@ -29,10 +29,12 @@ struct BwdConfig {
   int sdp_warps_m;  // S and dP [tile_m x block_n]: warps along the queries (the rest along the keys)
   int kv_warps_n;   // dK and dV [block_n x D]: warps along the keys (the rest along D)
   int dq_warps_m;   // dQ [tile_m x D]: warps along the queries (the rest along D)
-  // k-steps of 16 unrolled in the S/dP and dK/dV products' loops: unrolled, the next step's ldmatrix
-  // overlaps this step's mma; registers decide (1 where more spills).
+  // k-steps of 16 unrolled in the S/dP, dK/dV and dQ products' loops: unrolled, the next step's
+  // ldmatrix overlaps this step's mma; registers decide (1 where more spills). dQ's product runs after
+  // S and dP are stored as P and dS, when their 64 accumulator registers are free again.
   int sdp_unroll;
   int kv_unroll;
+  int dq_unroll;
 
   constexpr int threads() const { return warps * 32; }
   // K and V tiles; double-buffered Q and dO tiles, lse and D; the P and dS tiles.
@@ -47,15 +49,19 @@ struct BwdConfig {
 // for S and dP, 4 x 2 for dK and dV): warp rectangles of 32 x 32 or more read 192-256 bytes of shared
 // memory per mma, against 320 for the first version's 16 keys per warp (docs/perf-log.md v10.3).
 // - D = 64, sm_90: 128-query tiles (FlashAttention-2's D = 64 tile, 161 KiB): -14% time against 64
-//   (H100, B4 H32 L4096 fp16, FAST: 5,998 against 6,945 us); S/dP not unrolled (spills).
+//   (H100, B4 H32 L4096 fp16, FAST: 5,998 against 6,945 us).
 // - D = 64 within sm_86/sm_89's 99 KiB: 64-query tiles, both loops unrolled (-6% against neither).
 // - D = 128 at 128 keys needs 161 KiB and all 255 registers: sm_80-89's scalar dQ atomics push it into
 //   a 4-8 byte spill (ptxas), so it is sm_90's; before, 64 keys and 32-query tiles in 4 warps.
+// The sm_90 rows' unrolling (docs/perf-log.md v13.19; H200, fp16, FAST, us): dQ's product unrolled
+// with P and dS stored by stmatrix, then S/dP by 2 (4 at D = 64 and 8 at D = 128 spill): B4 H16 L4096 D128 6,841 -> 6,057-6,181
+// -> 5,846; B1 H16 L16384 D128 24,413 -> 22,349-22,417 -> 21,660; B4 H32 L4096 D64 6,750 -> 6,544-6,620
+// -> 6,258.
 inline constexpr BwdConfig kBwdConfigs[] = {
-    {64, 90, 128, 128, 8, 2, 4, 4, 1, 8},
-    {64, 80, 128, 64, 8, 2, 4, 2, 4, 4},
-    {128, 90, 128, 64, 8, 2, 4, 2, 1, 1},
-    {128, 80, 64, 32, 4, 1, 2, 2, 1, 1},
+    {64, 90, 128, 128, 8, 2, 4, 4, 2, 8, 8},
+    {64, 80, 128, 64, 8, 2, 4, 2, 4, 4, 1},
+    {128, 90, 128, 64, 8, 2, 4, 2, 2, 1, 8},
+    {128, 80, 64, 32, 4, 1, 2, 2, 1, 1, 1},
 };
 inline constexpr int kBwdConfigCount = sizeof(kBwdConfigs) / sizeof(kBwdConfigs[0]);
 
@@ -75,6 +81,7 @@ struct BwdKernel {
   static constexpr int kDqWarpsM = kCfg.dq_warps_m;
   static constexpr int kSdpUnroll = kCfg.sdp_unroll;
   static constexpr int kKvUnroll = kCfg.kv_unroll;
+  static constexpr int kDqUnroll = kCfg.dq_unroll;
 };
 
 // load_tile's rule: each thread copies one chunk column of rows a multiple of 8 apart, in whole rounds.
@@ -97,7 +104,7 @@ constexpr bool bwd_valid(const BwdConfig& c) {
          splits(c.tile_m, c.block_n, c.warps, c.sdp_warps_m) && splits(c.block_n, c.head_dim, c.warps, c.kv_warps_n) &&
          splits(c.tile_m, c.head_dim, c.warps, c.dq_warps_m) && loads_tile(c.threads(), c.block_n, c.head_dim) &&
          loads_tile(c.threads(), c.tile_m, c.head_dim) && c.threads() >= c.tile_m &&  // one thread per row loads lse and D
-         c.sdp_unroll >= 1 && c.kv_unroll >= 1 && c.smem_bytes(2) <= kMaxSmemBytes;
+         c.sdp_unroll >= 1 && c.kv_unroll >= 1 && c.dq_unroll >= 1 && c.smem_bytes(2) <= kMaxSmemBytes;
 }
 
 // Whether a device of compute capability `arch` (10 major + minor) with `smem_bytes` per block runs the row.

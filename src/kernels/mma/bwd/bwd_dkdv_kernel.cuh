@@ -117,9 +117,25 @@ __device__ __forceinline__ void store_rect(T* out, int64_t seq_stride, const flo
     }
 }
 
-// Stores a warp rectangle of P or dS, rounded to T, into a [query][key] tile of BN keys.
+// Stores a warp rectangle of P or dS, rounded to T, into a [query][key] tile of BN keys. On sm_90 one
+// stmatrix.x4 per 16 x 16 block (matrix k: rows 8 (k & 1) .., the block's n-tile k >> 1; the thread's
+// pair of it is the C fragment's half k & 1), a quarter of the 4-byte stores: with the dQ product
+// unrolled, -8% at D = 128, L = 16384 (docs/perf-log.md v13.19).
 template <typename T, int BN, typename Rect, int MT, int NT>
 __device__ __forceinline__ void store_scores(uint32_t tile, const float (&c)[MT][NT][4], const Rect& r, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int k = lane >> 3;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nn = 0; nn < NT / 2; ++nn) {
+      const int row = r.row0 + mt * 16 + (k & 1) * 8 + (lane & 7), chunk = r.col0 / 8 + 2 * nn + (k >> 1);
+      const uint32_t v[4] = {pack2<T>(c[mt][2 * nn][0], c[mt][2 * nn][1]), pack2<T>(c[mt][2 * nn][2], c[mt][2 * nn][3]),
+                             pack2<T>(c[mt][2 * nn + 1][0], c[mt][2 * nn + 1][1]),
+                             pack2<T>(c[mt][2 * nn + 1][2], c[mt][2 * nn + 1][3])};
+      stmatrix_x4(tile + swizzle<BN / 8>(row, chunk), v);
+    }
+#else
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -131,6 +147,7 @@ __device__ __forceinline__ void store_scores(uint32_t tile, const float (&c)[MT]
         asm volatile("st.shared.b32 [%0], %1;" ::"r"(tile + swizzle<BN / 8>(row, col / 8) + 4 * (lane & 3)), "r"(v)
                      : "memory");
       }
+#endif
 }
 
 template <typename T, int kIndex, bool kDeterministic>
@@ -246,7 +263,7 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
 
     const DqRect qr(warp);
     float dq[DqRect::kMT][DqRect::kNT][4] = {};
-    warp_gemm<T, DqOps, DqRect::kMT, DqRect::kNT, BN>(dq, base + L::kDs, base + L::kK, qr.row0, qr.col0, lane);
+    warp_gemm<T, DqOps, DqRect::kMT, DqRect::kNT, BN, Cfg::kDqUnroll>(dq, base + L::kDs, base + L::kK, qr.row0, qr.col0, lane);
     const int64_t head_row = (static_cast<int64_t>(b) * p.heads_q + tile_head(t));
     int* const turn = kDeterministic ? ws.dq_turn + head_row * ((p.seqlen_q + TM - 1) / TM) + q0 / TM : nullptr;
     if constexpr (kDeterministic) {

@@ -71,11 +71,11 @@ __device__ __forceinline__ void warp_gemm_pair(float (&c1)[MT][NT][4], uint32_t 
   }
 }
 
-// C += A B alone (dQ += dS K), k-steps not unrolled: at D = 128 the kernel has no registers to spare.
-template <typename T, typename Ops, int MT, int NT, int K>
+// C += A B alone (dQ += dS K). kUnroll: k-steps unrolled (the config's dq_unroll).
+template <typename T, typename Ops, int MT, int NT, int K, int kUnroll>
 __device__ __forceinline__ void warp_gemm(float (&c)[MT][NT][4], uint32_t a, uint32_t b, int m0, int n0, int lane) {
   static_assert(NT % 2 == 0 && K % 16 == 0, "n-tiles in pairs, whole k-steps");
-#pragma unroll 1
+#pragma unroll kUnroll
   for (int k0 = 0; k0 < K; k0 += 16) {
     uint32_t fa[MT][4];
 #pragma unroll
