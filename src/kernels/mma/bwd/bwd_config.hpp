@@ -54,9 +54,9 @@ struct BwdConfig {
 // - D = 128 at 128 keys needs 161 KiB and all 255 registers: sm_80-89's scalar dQ atomics push it into
 //   a 4-8 byte spill (ptxas), so it is sm_90's; before, 64 keys and 32-query tiles in 4 warps.
 // The sm_90 rows' unrolling (docs/perf-log.md v13.19; H200, fp16, FAST, us): dQ's product unrolled
-// with P and dS stored by stmatrix, then S/dP by 2 (4 at D = 64 and 8 at D = 128 spill): B4 H16 L4096 D128 6,841 -> 6,057-6,181
-// -> 5,846; B1 H16 L16384 D128 24,413 -> 22,349-22,417 -> 21,660; B4 H32 L4096 D64 6,750 -> 6,544-6,620
-// -> 6,258.
+// with P and dS stored by stmatrix, then S/dP by 2 (by 4 at D = 64 and 8 at D = 128 it spills):
+// B4 H16 L4096 D128 6,841 -> 6,057-6,181 -> 5,846; B1 H16 L16384 D128 24,413 -> 22,349-22,417 -> 21,660;
+// B4 H32 L4096 D64 6,750 -> 6,544-6,620 -> 6,258.
 inline constexpr BwdConfig kBwdConfigs[] = {
     {64, 90, 128, 128, 8, 2, 4, 4, 2, 8, 8},
     {64, 80, 128, 64, 8, 2, 4, 2, 4, 4, 1},

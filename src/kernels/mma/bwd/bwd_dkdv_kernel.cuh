@@ -263,7 +263,8 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
 
     const DqRect qr(warp);
     float dq[DqRect::kMT][DqRect::kNT][4] = {};
-    warp_gemm<T, DqOps, DqRect::kMT, DqRect::kNT, BN, Cfg::kDqUnroll>(dq, base + L::kDs, base + L::kK, qr.row0, qr.col0, lane);
+    warp_gemm<T, DqOps, DqRect::kMT, DqRect::kNT, BN, Cfg::kDqUnroll>(dq, base + L::kDs, base + L::kK, qr.row0, qr.col0,
+                                                                      lane);
     const int64_t head_row = (static_cast<int64_t>(b) * p.heads_q + tile_head(t));
     int* const turn = kDeterministic ? ws.dq_turn + head_row * ((p.seqlen_q + TM - 1) / TM) + q0 / TM : nullptr;
     if constexpr (kDeterministic) {
