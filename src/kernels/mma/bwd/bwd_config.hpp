@@ -56,11 +56,13 @@ struct BwdConfig {
 // The sm_90 rows' unrolling (docs/perf-log.md v13.19; H200, fp16, FAST, us): dQ's product unrolled
 // with P and dS stored by stmatrix, then S/dP by 2 (by 4 at D = 64 and 8 at D = 128 it spills):
 // B4 H16 L4096 D128 6,841 -> 6,057-6,181 -> 5,846; B1 H16 L16384 D128 24,413 -> 22,349-22,417 -> 21,660;
-// B4 H32 L4096 D64 6,750 -> 6,544-6,620 -> 6,258.
+// B4 H32 L4096 D64 6,750 -> 6,544-6,620 -> 6,258. With v13.20's leaner tile body (the mask's select
+// code only on masked tiles), S/dP by 4 at D = 128 compiles without a spill: with v13.20's other changes,
+// B4 H16 L4096 D128 5,493-5,626 against main's 5,842-5,845 (by 8 still spills; at D = 64 by 4 spills).
 inline constexpr BwdConfig kBwdConfigs[] = {
     {64, 90, 128, 128, 8, 2, 4, 4, 2, 8, 8},
     {64, 80, 128, 64, 8, 2, 4, 2, 4, 4, 1},
-    {128, 90, 128, 64, 8, 2, 4, 2, 2, 1, 8},
+    {128, 90, 128, 64, 8, 2, 4, 2, 4, 1, 8},
     {128, 80, 64, 32, 4, 1, 2, 2, 1, 1, 1},
 };
 inline constexpr int kBwdConfigCount = sizeof(kBwdConfigs) / sizeof(kBwdConfigs[0]);

@@ -40,7 +40,7 @@ struct DkdvSmem {
   static constexpr uint32_t kDo = kQ + 2 * TM * D * 2;   // two buffers of TM x D
   static constexpr uint32_t kP = kDo + 2 * TM * D * 2;   // TM x BN, [query][key]
   static constexpr uint32_t kDs = kP + TM * BN * 2;      // TM x BN, [query][key]
-  static constexpr uint32_t kLse = kDs + TM * BN * 2;    // two buffers of TM floats (log2 domain)
+  static constexpr uint32_t kLse = kDs + TM * BN * 2;    // two buffers of TM floats
   static constexpr uint32_t kDelta = kLse + 2 * TM * 4;  // two buffers of TM floats
   static constexpr uint32_t kBytes = kDelta + 2 * TM * 4;
 };
@@ -70,32 +70,57 @@ __device__ __forceinline__ void pass_turn(int* turn) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(turn) : "memory");
 }
 
-// Adds one 16 x 8 accumulator fragment (rows row0 .. row0 + 15 of the warp as `row`, columns col0 ..
-// col0 + 7) to float32 sums of row length `ld`. On sm_90, lane pairs swap halves so that each lane holds
-// four adjacent columns of one row and adds them with one red.global.add.v4.f32 (PTX 8.1, sm_90+): a
-// quarter of the atomic operations, which dominated FAST mode (D = 128, L = 4096 on an H100: 5.6 ms
-// against 4.2 ms for the DETERMINISTIC mode's two passes).
-__device__ __forceinline__ void add_dq_fragment(float* sums, int ld, int valid_rows, int row, int col0,
-                                                const float (&c)[4], int lane) {
+// Adds a warp rectangle of dQ (mma C layout) to float32 sums of rows of D from `sums`, the tile's first
+// query row; rows at or past `valid_rows` are skipped. Each lane's address is computed once and every
+// fragment's is an immediate offset from it (with 32-bit row indices per fragment, sign-extended, the
+// sm_90 adds took 18 SASS instructions per fragment, now 13: docs/perf-log.md v13.20). On
+// sm_90, lane pairs swap halves so that each lane holds four adjacent columns of one row and adds them
+// with one red.global.add.v4.f32 (PTX 8.1, sm_90+): a quarter of the atomic operations, which dominated
+// FAST mode (D = 128, L = 4096 on an H100: 5.6 ms against 4.2 ms for the DETERMINISTIC mode's two passes).
+template <int D, typename Rect, int MT, int NT>
+__device__ __forceinline__ void add_dq(float* sums, int valid_rows, const Rect& r, const float (&c)[MT][NT][4],
+                                       int lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Even lanes of a pair keep row `row` and take the odd lane's two columns of it; odd lanes keep row
-  // `row + 8` and take the even lane's two columns of that row.
+  // Even lanes of a pair keep row lane / 4 and take the odd lane's two columns of it; odd lanes keep row
+  // lane / 4 + 8 and take the even lane's two columns of that row.
   const bool odd = lane & 1;
-  const float send0 = odd ? c[0] : c[2], send1 = odd ? c[1] : c[3];
-  const float got0 = __shfl_xor_sync(0xffffffffu, send0, 1), got1 = __shfl_xor_sync(0xffffffffu, send1, 1);
-  const int r = row + (odd ? 8 : 0);
-  const int col = col0 + 4 * ((lane & 3) >> 1);
-  const float4 v = odd ? make_float4(got0, got1, c[2], c[3]) : make_float4(c[0], c[1], got0, got1);
-  if (r < valid_rows)
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(sums + r * ld + col), "f"(v.x), "f"(v.y),
-                 "f"(v.z), "f"(v.w)
-                 : "memory");
-#else
+  const int row = r.row0 + (lane >> 2) + (odd ? 8 : 0);
+  float* const dst = sums + row * D + r.col0 + 4 * ((lane & 3) >> 1);
+  // Per m-tile, its exchanges first, then its adds: one after the other, each add waited for its
+  // shuffle's latency (ncu: the adds took 19% of the kernel's stall samples, half of them
+  // short_scoreboard). Not the whole rectangle at once: at D = 64 that spills.
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int r = row + (e >> 1) * 8;
-    if (r < valid_rows) atomicAdd(sums + r * ld + col0 + 2 * (lane & 3) + (e & 1), c[e]);
+  for (int mt = 0; mt < MT; ++mt) {
+    float got[NT][2];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const float(&f)[4] = c[mt][n];
+      got[n][0] = __shfl_xor_sync(0xffffffffu, odd ? f[0] : f[2], 1);
+      got[n][1] = __shfl_xor_sync(0xffffffffu, odd ? f[1] : f[3], 1);
+    }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const float(&f)[4] = c[mt][n];
+      const float4 v = odd ? make_float4(got[n][0], got[n][1], f[2], f[3]) : make_float4(f[0], f[1], got[n][0], got[n][1]);
+      asm volatile(
+          "{\n .reg .pred p;\n setp.lt.s32 p, %5, %6;\n @p red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}" ::"l"(
+              dst + mt * 16 * D + n * 8),
+          "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(row + mt * 16), "r"(valid_rows)
+          : "memory");
+    }
   }
+#else
+  const int row = r.row0 + (lane >> 2);
+  float* const dst = sums + row * D + r.col0 + 2 * (lane & 3);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int dr = mt * 16 + (e >> 1) * 8;
+        if (row + dr < valid_rows) atomicAdd(dst + dr * D + n * 8 + (e & 1), c[mt][n][e]);
+      }
 #endif
 }
 
@@ -148,6 +173,37 @@ __device__ __forceinline__ void store_scores(uint32_t tile, const float (&c)[MT]
                      : "memory");
       }
 #endif
+}
+
+// S and dP of a warp rectangle become P = exp2(S scale log2(e) - lse) and dS = P (dP - D), in place.
+// kMask: the tile holds keys past the end or past a causal diagonal, whose P is 0. Two instantiations
+// rather than a runtime test per element, which the compiler turned into ~250 predicate and select
+// instructions per tile on every tile (ncu: 1,479 instructions per warp and tile against
+// FlashAttention-2's 1,016; docs/perf-log.md v13.20).
+template <bool kMask, int SM, int SN, typename Rect>
+__device__ __forceinline__ void scores_to_p_ds(float (&s)[SM][SN][4], float (&ds)[SM][SN][4], const float* lse,
+                                               const float* delta, const KernelParams& p, const Rect& r, int k0,
+                                               int q0, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < SM; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = r.row0 + mt * 16 + (lane >> 2) + h * 8;
+      const float row_lse = lse[row] * kLog2e, row_delta = delta[row];
+#pragma unroll
+      for (int n = 0; n < SN; ++n)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          float x = fast_exp2(s[mt][n][e] * p.scale_log2 - row_lse);
+          if constexpr (kMask) {
+            const int key = k0 + r.col0 + n * 8 + 2 * (lane & 3) + (e & 1);
+            // Selected, not computed from -inf: a row that sees no key has lse = -inf.
+            if (!(key < p.seqlen_k && (!p.causal || key <= q0 + row + p.causal_offset))) x = 0.f;
+          }
+          s[mt][n][e] = x;
+          ds[mt][n][e] = x * (ds[mt][n][e] - row_delta);
+        }
+    }
 }
 
 template <typename T, int kIndex, bool kDeterministic>
@@ -208,13 +264,15 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
                                static_cast<const T*>(bp.dout) + b * bp.dout_batch_stride + h * bp.dout_head_stride +
                                    static_cast<int64_t>(q0) * bp.dout_seq_stride,
                                bp.dout_seq_stride, p.seqlen_q - q0, tid);
-    // lse and D by plain loads: a head's rows of these float arrays need not start 16-byte aligned. Rows
-    // past the end get 0: their Q and dO rows are zero, so P = 1, dP = 0 and dS = 0 add nothing.
+    // lse and D by 4-byte cp.async: a head's rows of these float arrays need not start 16-byte aligned,
+    // and plain loads stalled the loading warps a global-memory latency every tile with the block's
+    // barrier behind them (ncu: 1.3% of all stall samples on one FMUL). Rows past the end get 0 (zero
+    // fill): their Q and dO rows are zero, so P = 1, dP = 0 and dS = 0 add nothing.
     if (tid < TM) {
       const int64_t row = (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + q0 + tid;
       const bool valid = q0 + tid < p.seqlen_q;
-      s_lse[buf * TM + tid] = valid ? p.lse[row] * kLog2e : 0.f;
-      s_delta[buf * TM + tid] = valid ? ws.delta[row] : 0.f;
+      cp_async_4(base + L::kLse + (buf * TM + tid) * 4, valid ? p.lse + row : p.lse, valid);
+      cp_async_4(base + L::kDelta + (buf * TM + tid) * 4, valid ? ws.delta + row : ws.delta, valid);
     }
   };
 
@@ -235,26 +293,12 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
     warp_gemm_pair<T, SdpOps, SM, SN, D, Cfg::kSdpUnroll>(s, sQ, base + L::kK, ds, sDo, base + L::kV, sr.row0, sr.col0, lane);
     // Keys past the end must be masked: their zero K rows give S = 0, and exp2(-lse) can overflow.
     const bool needs_mask = k0 + BN > p.seqlen_k || (p.causal && k0 + BN - 1 > q0 + p.causal_offset);
-#pragma unroll
-    for (int mt = 0; mt < SM; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = sr.row0 + mt * 16 + (lane >> 2) + h * 8;
-        const float lse = s_lse[buf * TM + row], delta = s_delta[buf * TM + row];
-#pragma unroll
-        for (int n = 0; n < SN; ++n)
-#pragma unroll
-          for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            float x = fast_exp2(s[mt][n][e] * p.scale_log2 - lse);
-            if (needs_mask) {
-              const int key = k0 + sr.col0 + n * 8 + 2 * (lane & 3) + (e & 1);
-              // Selected, not computed from -inf: a row that sees no key has lse = -inf.
-              if (!(key < p.seqlen_k && (!p.causal || key <= q0 + row + p.causal_offset))) x = 0.f;
-            }
-            s[mt][n][e] = x;
-            ds[mt][n][e] = x * (ds[mt][n][e] - delta);
-          }
-      }
+    const float* const lse = s_lse + buf * TM;
+    const float* const delta = s_delta + buf * TM;
+    if (needs_mask)
+      scores_to_p_ds<true>(s, ds, lse, delta, p, sr, k0, q0, lane);
+    else
+      scores_to_p_ds<false>(s, ds, lse, delta, p, sr, k0, q0, lane);
     store_scores<T, BN>(base + L::kP, s, sr, lane);
     store_scores<T, BN>(base + L::kDs, ds, sr, lane);
     __syncthreads();  // P and dS whole
@@ -273,12 +317,7 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
       if (tid == 0) wait_turn(turn, p.causal ? last - kb : kb);
       __syncthreads();
     }
-    float* const sums = ws.dq_accum + (head_row * p.seqlen_q + q0) * D;
-#pragma unroll
-    for (int mt = 0; mt < DqRect::kMT; ++mt)
-#pragma unroll
-      for (int n = 0; n < DqRect::kNT; ++n)
-        add_dq_fragment(sums, D, p.seqlen_q - q0, qr.row0 + mt * 16 + (lane >> 2), qr.col0 + n * 8, dq[mt][n], lane);
+    add_dq<D>(ws.dq_accum + (head_row * p.seqlen_q + q0) * D, p.seqlen_q - q0, qr, dq, lane);
     if constexpr (kDeterministic) {
       __syncthreads();
       if (tid == 0) pass_turn(turn);
