@@ -247,15 +247,22 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
                              p.v_seq_stride, p.seqlen_k - k0, tid);
 
   // Query tiles that see a key of this block: from the one holding query k0 - causal_offset (causal),
-  // for each query head of the group. Tile t is (head h_kv * kv_group + t / tiles, query tile first + t % tiles).
+  // for each query head of the group, in order: a tile is (query head, query tile), stepped by next_tile
+  // (a division per tile cost ~40 instructions on the tile's critical path).
   const int first = p.causal ? max(0, k0 - p.causal_offset) / TM : 0;
-  const int tiles = max(0, (p.seqlen_q + TM - 1) / TM - first);
-  const int total = tiles * p.kv_group;
-  const auto tile_head = [&](int t) { return h_kv * p.kv_group + t / tiles; };
-  const auto tile_q0 = [&](int t) { return (first + t % tiles) * TM; };
+  const int end = (p.seqlen_q + TM - 1) / TM;
+  const int total = max(0, end - first) * p.kv_group;
+  struct Tile {
+    int h, qt;  // query head, query tile
+  };
+  const auto next_tile = [&](Tile x) { return x.qt + 1 < end ? Tile{x.h, x.qt + 1} : Tile{x.h + 1, first}; };
 
-  const auto load_queries = [&](int t) {
-    const int h = tile_head(t), q0 = tile_q0(t), buf = t & 1;
+  const auto load_queries = [&](Tile x, int buf) {
+    // The thread index read afresh (volatile, so not hoisted): with the offsets derived from it kept
+    // across the loop, the D = 64 row spilled 8 bytes in DETERMINISTIC mode.
+    int tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int h = x.h, q0 = x.qt * TM;
     load_tile<TM, D, kThreads>(base + L::kQ + buf * kQTileBytes,
                                static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
                                    static_cast<int64_t>(q0) * p.q_seq_stride,
@@ -277,20 +284,23 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
   };
 
   float dk[KM][KN][4] = {}, dv[KM][KN][4] = {};
-  if (total > 0) load_queries(0);
+  Tile cur{h_kv * p.kv_group, first};
+  if (total > 0) load_queries(cur, 0);
   cp_async_commit();  // K, V, and query tile 0
 
   for (int t = 0; t < total; ++t) {
     cp_async_wait<0>();
     // Tile t visible to all; every warp is past tile t-1, so its buffers and the P and dS tiles are free.
     __syncthreads();
-    if (t + 1 < total) load_queries(t + 1);
-    cp_async_commit();
-    const int buf = t & 1, q0 = tile_q0(t);
+    const int buf = t & 1, q0 = cur.qt * TM;
+    const Tile next = next_tile(cur);
     const uint32_t sQ = base + L::kQ + buf * kQTileBytes, sDo = base + L::kDo + buf * kQTileBytes;
 
     float s[SM][SN][4] = {}, ds[SM][SN][4] = {};  // S then P; dP then dS
     warp_gemm_pair<T, SdpOps, SM, SN, D, Cfg::kSdpUnroll>(s, sQ, base + L::kK, ds, sDo, base + L::kV, sr.row0, sr.col0, lane);
+    // The next tile's loads issue here, while the products' mma complete.
+    if (t + 1 < total) load_queries(next, buf ^ 1);
+    cp_async_commit();
     // Keys past the end must be masked: their zero K rows give S = 0, and exp2(-lse) can overflow.
     const bool needs_mask = k0 + BN > p.seqlen_k || (p.causal && k0 + BN - 1 > q0 + p.causal_offset);
     const float* const lse = s_lse + buf * TM;
@@ -303,13 +313,20 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
     store_scores<T, BN>(base + L::kDs, ds, sr, lane);
     __syncthreads();  // P and dS whole
 
-    warp_gemm_pair<T, KvOps, KM, KN, TM, Cfg::kKvUnroll>(dv, base + L::kP, sDo, dk, base + L::kDs, sQ, kr.row0, kr.col0, lane);
+    // dV += P^T dO, dK += dS^T Q: in FAST mode before dQ's product and adds, in DETERMINISTIC mode after,
+    // so that the block passes dQ's turn a product sooner (H200, fp16: DETERMINISTIC 3-13% faster, FAST
+    // 1-5% slower in that order; docs/perf-log.md v13.21).
+    const auto dk_dv = [&] {
+      warp_gemm_pair<T, KvOps, KM, KN, TM, Cfg::kKvUnroll>(dv, base + L::kP, sDo, dk, base + L::kDs, sQ, kr.row0, kr.col0,
+                                                           lane);
+    };
+    if constexpr (!kDeterministic) dk_dv();
 
     const DqRect qr(warp);
     float dq[DqRect::kMT][DqRect::kNT][4] = {};
     warp_gemm<T, DqOps, DqRect::kMT, DqRect::kNT, BN, Cfg::kDqUnroll>(dq, base + L::kDs, base + L::kK, qr.row0, qr.col0,
                                                                       lane);
-    const int64_t head_row = (static_cast<int64_t>(b) * p.heads_q + tile_head(t));
+    const int64_t head_row = (static_cast<int64_t>(b) * p.heads_q + cur.h);
     int* const turn = kDeterministic ? ws.dq_turn + head_row * ((p.seqlen_q + TM - 1) / TM) + q0 / TM : nullptr;
     if constexpr (kDeterministic) {
       // With a causal mask, the blocks that see tile q0 are 0 .. last; they add from last down.
@@ -322,6 +339,8 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
       __syncthreads();
       if (tid == 0) pass_turn(turn);
     }
+    if constexpr (kDeterministic) dk_dv();
+    cur = next;
   }
   cp_async_wait<0>();
 
