@@ -59,10 +59,14 @@ struct BwdConfig {
 // B4 H32 L4096 D64 6,750 -> 6,544-6,620 -> 6,258. With v13.20's leaner tile body (the mask's select
 // code only on masked tiles), S/dP by 4 at D = 128 compiles without a spill: with v13.20's other changes,
 // B4 H16 L4096 D128 5,493-5,626 against main's 5,842-5,845 (by 8 still spills; at D = 64 by 4 spills).
+// dK/dV's product unrolled fully (by 4) at D = 128 once v13.21's leaner tile left the registers
+// (H200, B4 H16 L4096 D128 fp16, us: FAST 5,424-5,435 against 5,502-5,515 rolled, DETERMINISTIC
+// 6,207-6,278 against 6,500-6,529; by 2, 5,460-5,477 and 6,221-6,358). At D = 64, by 4 instead of 8
+// was level in FAST mode and 0-2% slower in DETERMINISTIC mode.
 inline constexpr BwdConfig kBwdConfigs[] = {
     {64, 90, 128, 128, 8, 2, 4, 4, 2, 8, 8},
     {64, 80, 128, 64, 8, 2, 4, 2, 4, 4, 1},
-    {128, 90, 128, 64, 8, 2, 4, 2, 4, 1, 8},
+    {128, 90, 128, 64, 8, 2, 4, 2, 4, 4, 8},
     {128, 80, 64, 32, 4, 1, 2, 2, 1, 1, 1},
 };
 inline constexpr int kBwdConfigCount = sizeof(kBwdConfigs) / sizeof(kBwdConfigs[0]);

@@ -73,55 +73,37 @@ __device__ __forceinline__ void pass_turn(int* turn) {
 // Adds a warp rectangle of dQ (mma C layout) to float32 sums of rows of D from `sums`, the tile's first
 // query row; rows at or past `valid_rows` are skipped. Each lane's address is computed once and every
 // fragment's is an immediate offset from it (with 32-bit row indices per fragment, sign-extended, the
-// sm_90 adds took 18 SASS instructions per fragment, now 13: docs/perf-log.md v13.20). On
-// sm_90, lane pairs swap halves so that each lane holds four adjacent columns of one row and adds them
-// with one red.global.add.v4.f32 (PTX 8.1, sm_90+): a quarter of the atomic operations, which dominated
-// FAST mode (D = 128, L = 4096 on an H100: 5.6 ms against 4.2 ms for the DETERMINISTIC mode's two passes).
+// sm_90 adds took 18 SASS instructions per fragment, then 13: docs/perf-log.md v13.20). On sm_90 each
+// column pair goes with one red.global.add.v2.f32 (PTX 8.1, sm_90+) straight from the accumulators:
+// half the atomic operations of scalar adds, which dominated FAST mode (D = 128, L = 4096 on an H100:
+// 5.6 ms against 4.2 ms for the DETERMINISTIC mode's two passes). Not v4 adds after lane pairs swap
+// halves (a quarter of the operations): an add holds its source registers until the memory pipe reads
+// them, and with the swap's copies into four adjacent registers the next writes to those waited (ncu:
+// 10% of the stall samples, long_scoreboard); the v2 form is 1-3% faster in FAST mode, level to 2%
+// slower in DETERMINISTIC mode (H200, docs/perf-log.md v13.21).
 template <int D, typename Rect, int MT, int NT>
 __device__ __forceinline__ void add_dq(float* sums, int valid_rows, const Rect& r, const float (&c)[MT][NT][4],
                                        int lane) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Even lanes of a pair keep row lane / 4 and take the odd lane's two columns of it; odd lanes keep row
-  // lane / 4 + 8 and take the even lane's two columns of that row.
-  const bool odd = lane & 1;
-  const int row = r.row0 + (lane >> 2) + (odd ? 8 : 0);
-  float* const dst = sums + row * D + r.col0 + 4 * ((lane & 3) >> 1);
-  // Per m-tile, its exchanges first, then its adds: one after the other, each add waited for its
-  // shuffle's latency (ncu: the adds took 19% of the kernel's stall samples, half of them
-  // short_scoreboard). Not the whole rectangle at once: at D = 64 that spills.
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    float got[NT][2];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const float(&f)[4] = c[mt][n];
-      got[n][0] = __shfl_xor_sync(0xffffffffu, odd ? f[0] : f[2], 1);
-      got[n][1] = __shfl_xor_sync(0xffffffffu, odd ? f[1] : f[3], 1);
-    }
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const float(&f)[4] = c[mt][n];
-      const float4 v = odd ? make_float4(got[n][0], got[n][1], f[2], f[3]) : make_float4(f[0], f[1], got[n][0], got[n][1]);
-      asm volatile(
-          "{\n .reg .pred p;\n setp.lt.s32 p, %5, %6;\n @p red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n}" ::"l"(
-              dst + mt * 16 * D + n * 8),
-          "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(row + mt * 16), "r"(valid_rows)
-          : "memory");
-    }
-  }
-#else
   const int row = r.row0 + (lane >> 2);
   float* const dst = sums + row * D + r.col0 + 2 * (lane & 3);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+    for (int h = 0; h < 2; ++h) {
+      const int dr = mt * 16 + h * 8;
+      if (row + dr >= valid_rows) continue;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int dr = mt * 16 + (e >> 1) * 8;
-        if (row + dr < valid_rows) atomicAdd(dst + dr * D + n * 8 + (e & 1), c[mt][n][e]);
-      }
+      for (int n = 0; n < NT; ++n) {
+        float* const at = dst + dr * D + n * 8;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(at), "f"(c[mt][n][2 * h]), "f"(c[mt][n][2 * h + 1])
+                     : "memory");
+#else
+        atomicAdd(at, c[mt][n][2 * h]);
+        atomicAdd(at + 1, c[mt][n][2 * h + 1]);
 #endif
+      }
+    }
 }
 
 // Rows of a [rows][D] output in T from a warp rectangle's accumulators times `scale` (rows from
@@ -248,7 +230,8 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
 
   // Query tiles that see a key of this block: from the one holding query k0 - causal_offset (causal),
   // for each query head of the group, in order: a tile is (query head, query tile), stepped by next_tile
-  // (a division per tile cost ~40 instructions on the tile's critical path).
+  // (the divisions by the tile count it replaces sat on every tile's critical path: H200, fp16, 1.5-4%
+  // of the time; docs/perf-log.md v13.21).
   const int first = p.causal ? max(0, k0 - p.causal_offset) / TM : 0;
   const int end = (p.seqlen_q + TM - 1) / TM;
   const int total = max(0, end - first) * p.kv_group;
@@ -260,26 +243,26 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
   const auto load_queries = [&](Tile x, int buf) {
     // The thread index read afresh (volatile, so not hoisted): with the offsets derived from it kept
     // across the loop, the D = 64 row spilled 8 bytes in DETERMINISTIC mode.
-    int tid;
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    int thread;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(thread));
     const int h = x.h, q0 = x.qt * TM;
     load_tile<TM, D, kThreads>(base + L::kQ + buf * kQTileBytes,
                                static_cast<const T*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride +
                                    static_cast<int64_t>(q0) * p.q_seq_stride,
-                               p.q_seq_stride, p.seqlen_q - q0, tid);
+                               p.q_seq_stride, p.seqlen_q - q0, thread);
     load_tile<TM, D, kThreads>(base + L::kDo + buf * kQTileBytes,
                                static_cast<const T*>(bp.dout) + b * bp.dout_batch_stride + h * bp.dout_head_stride +
                                    static_cast<int64_t>(q0) * bp.dout_seq_stride,
-                               bp.dout_seq_stride, p.seqlen_q - q0, tid);
+                               bp.dout_seq_stride, p.seqlen_q - q0, thread);
     // lse and D by 4-byte cp.async: a head's rows of these float arrays need not start 16-byte aligned,
     // and plain loads stalled the loading warps a global-memory latency every tile with the block's
     // barrier behind them (ncu: 1.3% of all stall samples on one FMUL). Rows past the end get 0 (zero
     // fill): their Q and dO rows are zero, so P = 1, dP = 0 and dS = 0 add nothing.
-    if (tid < TM) {
-      const int64_t row = (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + q0 + tid;
-      const bool valid = q0 + tid < p.seqlen_q;
-      cp_async_4(base + L::kLse + (buf * TM + tid) * 4, valid ? p.lse + row : p.lse, valid);
-      cp_async_4(base + L::kDelta + (buf * TM + tid) * 4, valid ? ws.delta + row : ws.delta, valid);
+    if (thread < TM) {
+      const int64_t row = (static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + q0 + thread;
+      const bool valid = q0 + thread < p.seqlen_q;
+      cp_async_4(base + L::kLse + (buf * TM + thread) * 4, valid ? p.lse + row : p.lse, valid);
+      cp_async_4(base + L::kDelta + (buf * TM + thread) * 4, valid ? ws.delta + row : ws.delta, valid);
     }
   };
 
@@ -298,7 +281,8 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
 
     float s[SM][SN][4] = {}, ds[SM][SN][4] = {};  // S then P; dP then dS
     warp_gemm_pair<T, SdpOps, SM, SN, D, Cfg::kSdpUnroll>(s, sQ, base + L::kK, ds, sDo, base + L::kV, sr.row0, sr.col0, lane);
-    // The next tile's loads issue here, while the products' mma complete.
+    // The next tile's loads issue here, while the products' mma complete (H200, fp16: 1-3% faster than
+    // at the top of the tile; docs/perf-log.md v13.21).
     if (t + 1 < total) load_queries(next, buf ^ 1);
     cp_async_commit();
     // Keys past the end must be masked: their zero K rows give S = 0, and exp2(-lse) can overflow.
@@ -315,7 +299,7 @@ __device__ __forceinline__ void bwd_dkdv(const BackwardParams& bp, const BwdWork
 
     // dV += P^T dO, dK += dS^T Q: in FAST mode before dQ's product and adds, in DETERMINISTIC mode after,
     // so that the block passes dQ's turn a product sooner (H200, fp16: DETERMINISTIC 3-13% faster, FAST
-    // 1-5% slower in that order; docs/perf-log.md v13.21).
+    // mostly 1-5% slower in that order; docs/perf-log.md v13.21).
     const auto dk_dv = [&] {
       warp_gemm_pair<T, KvOps, KM, KN, TM, Cfg::kKvUnroll>(dv, base + L::kP, sDo, dk, base + L::kDs, sQ, kr.row0, kr.col0,
                                                            lane);
