@@ -79,8 +79,8 @@ __device__ __forceinline__ void pass_turn(int* turn) {
 // 5.6 ms against 4.2 ms for the DETERMINISTIC mode's two passes). Not v4 adds after lane pairs swap
 // halves (a quarter of the operations): an add holds its source registers until the memory pipe reads
 // them, and with the swap's copies into four adjacent registers the next writes to those waited (ncu:
-// 10% of the stall samples, long_scoreboard); the v2 form is 1-3% faster in FAST mode, level to 2%
-// slower in DETERMINISTIC mode (H200, docs/perf-log.md v13.21).
+// 10% of the stall samples, long_scoreboard); the v2 form is 0.5-2.5% faster in FAST mode, level to
+// 2.5% slower in DETERMINISTIC mode (H200, docs/perf-log.md v13.21).
 template <int D, typename Rect, int MT, int NT>
 __device__ __forceinline__ void add_dq(float* sums, int valid_rows, const Rect& r, const float (&c)[MT][NT][4],
                                        int lane) {
