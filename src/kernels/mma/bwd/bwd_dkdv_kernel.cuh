@@ -81,11 +81,38 @@ __device__ __forceinline__ void pass_turn(int* turn) {
 // them, and with the swap's copies into four adjacent registers the next writes to those waited (ncu:
 // 10% of the stall samples, long_scoreboard); the v2 form is 0.5-2.5% faster in FAST mode, level to
 // 2.5% slower in DETERMINISTIC mode (H200, docs/perf-log.md v13.21).
+template <int V>
+struct Index {
+  static constexpr int value = V;
+};
+
+// f(Index<I>{}) for I = kFirst .. kEnd - 1: a loop whose index is a constant expression in its body.
+template <int kFirst, int kEnd, typename F>
+__device__ __forceinline__ void for_each_index(F&& f) {
+  if constexpr (kFirst < kEnd) {
+    f(Index<kFirst>{});
+    for_each_index<kFirst + 1, kEnd>(f);
+  }
+}
+
 template <int D, typename Rect, int MT, int NT>
 __device__ __forceinline__ void add_dq(float* sums, int valid_rows, const Rect& r, const float (&c)[MT][NT][4],
                                        int lane) {
   const int row = r.row0 + (lane >> 2);
   float* const dst = sums + row * D + r.col0 + 2 * (lane & 3);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Every add addresses `dst` plus an immediate: with an address register per row of adds, rewritten
+  // for the next row, each rewrite waited for the adds before to read it (ncu: 9% of the stall
+  // samples, long_scoreboard); one address, D = 64 2% faster, D = 128 level (docs/perf-log.md v13.21).
+  for_each_index<0, MT * 2 * NT>([&](auto i) {
+    constexpr int kI = decltype(i)::value, mt = kI / (2 * NT), h = kI / NT % 2, n = kI % NT;
+    asm volatile(
+        "{\n .reg .pred p;\n setp.lt.s32 p, %3, %4;\n @p red.global.add.v2.f32 [%0+%5], {%1, %2};\n}" ::"l"(dst),
+        "f"(c[mt][n][2 * h]), "f"(c[mt][n][2 * h + 1]), "r"(row + mt * 16 + h * 8), "r"(valid_rows),
+        "n"(((mt * 16 + h * 8) * D + n * 8) * 4)
+        : "memory");
+  });
+#else
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -94,16 +121,11 @@ __device__ __forceinline__ void add_dq(float* sums, int valid_rows, const Rect& 
       if (row + dr >= valid_rows) continue;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        float* const at = dst + dr * D + n * 8;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(at), "f"(c[mt][n][2 * h]), "f"(c[mt][n][2 * h + 1])
-                     : "memory");
-#else
-        atomicAdd(at, c[mt][n][2 * h]);
-        atomicAdd(at + 1, c[mt][n][2 * h + 1]);
-#endif
+        atomicAdd(dst + dr * D + n * 8, c[mt][n][2 * h]);
+        atomicAdd(dst + dr * D + n * 8 + 1, c[mt][n][2 * h + 1]);
       }
     }
+#endif
 }
 
 // Rows of a [rows][D] output in T from a warp rectangle's accumulators times `scale` (rows from
