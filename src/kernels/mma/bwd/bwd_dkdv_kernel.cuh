@@ -70,17 +70,7 @@ __device__ __forceinline__ void pass_turn(int* turn) {
   asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(turn) : "memory");
 }
 
-// Adds a warp rectangle of dQ (mma C layout) to float32 sums of rows of D from `sums`, the tile's first
-// query row; rows at or past `valid_rows` are skipped. Each lane's address is computed once and every
-// fragment's is an immediate offset from it (with 32-bit row indices per fragment, sign-extended, the
-// sm_90 adds took 18 SASS instructions per fragment, then 13: docs/perf-log.md v13.20). On sm_90 each
-// column pair goes with one red.global.add.v2.f32 (PTX 8.1, sm_90+) straight from the accumulators:
-// half the atomic operations of scalar adds, which dominated FAST mode (D = 128, L = 4096 on an H100:
-// 5.6 ms against 4.2 ms for the DETERMINISTIC mode's two passes). Not v4 adds after lane pairs swap
-// halves (a quarter of the operations): an add holds its source registers until the memory pipe reads
-// them, and with the swap's copies into four adjacent registers the next writes to those waited (ncu:
-// 10% of the stall samples, long_scoreboard); the v2 form is 0.5-2.5% faster in FAST mode, level to
-// 2.5% slower in DETERMINISTIC mode (H200, docs/perf-log.md v13.21).
+// A compile-time index (for_each_index).
 template <int V>
 struct Index {
   static constexpr int value = V;
@@ -95,6 +85,17 @@ __device__ __forceinline__ void for_each_index(F&& f) {
   }
 }
 
+// Adds a warp rectangle of dQ (mma C layout) to float32 sums of rows of D from `sums`, the tile's first
+// query row; rows at or past `valid_rows` are skipped. Each lane's address is computed once and every
+// fragment's is an immediate offset from it (with 32-bit row indices per fragment, sign-extended, the
+// sm_90 adds took 18 SASS instructions per fragment, then 13: docs/perf-log.md v13.20). On sm_90 each
+// column pair goes with one red.global.add.v2.f32 (PTX 8.1, sm_90+) straight from the accumulators:
+// half the atomic operations of scalar adds, which dominated FAST mode (D = 128, L = 4096 on an H100:
+// 5.6 ms against 4.2 ms for the DETERMINISTIC mode's two passes). Not v4 adds after lane pairs swap
+// halves (a quarter of the operations): an add holds its source registers until the memory pipe reads
+// them, and with the swap's copies into four adjacent registers the next writes to those waited (ncu:
+// 10% of the stall samples, long_scoreboard); the v2 form is 0.5-2.5% faster in FAST mode, level to
+// 2.5% slower in DETERMINISTIC mode (H200, docs/perf-log.md v13.21).
 template <int D, typename Rect, int MT, int NT>
 __device__ __forceinline__ void add_dq(float* sums, int valid_rows, const Rect& r, const float (&c)[MT][NT][4],
                                        int lane) {
