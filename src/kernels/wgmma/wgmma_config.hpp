@@ -69,10 +69,11 @@ struct TileConfig {
   constexpr int handoff_floats() const { return head_dim / 2 + 4; }
   constexpr int handoff_bytes() const { return split_keys ? (consumers - 1) * 128 * handoff_floats() * 4 : 0; }
   constexpr int smem_bytes() const { return 1024 + handoff_offset() + handoff_bytes(); }
-  // With a mask tensor (wgmma_mask.cuh), after the rest: one mbarrier per consumer warp (its TMA loads
-  // complete on it), then at the next 1024-byte boundary (the 128B swizzle's period) the CTA's
-  // block_m x block_n tile of mask elements (`mask_elem` bytes each), each consumer warp staging its 16 rows.
-  static constexpr int kMaskBarriers = 3 * 4;  // up to 3 consumers of 4 warps
+  // With a mask tensor (wgmma_mask.cuh), after the rest: two mbarriers per consumer warpgroup (its TMA
+  // loads complete on one, its reads arrive on the other), then at the next 1024-byte boundary (the 128B
+  // swizzle's period) the CTA's block_m x block_n tile of mask elements (`mask_elem` bytes each), each
+  // consumer warpgroup staging its 64 rows.
+  static constexpr int kMaskBarriers = 2 * 3;  // up to 3 consumers
   constexpr int mask_bar_offset() const { return (handoff_offset() + handoff_bytes() + 7) / 8 * 8; }
   constexpr int mask_stage_offset() const { return (mask_bar_offset() + 8 * kMaskBarriers + 1023) / 1024 * 1024; }
   constexpr int mask_stage_bytes(int mask_elem) const { return block_m() * block_n * mask_elem; }

@@ -5,6 +5,7 @@
 //   Producer (warpgroup 0, one thread): per item, TMA loads of K and V tiles into a ring of `stages`
 //     buffers, each filling a "full" mbarrier and waiting on the stage's "empty" one, and of the Q tile
 //     of the item kQBuffers - 1 ahead into the Q ring: the next item's loads run under this one's end.
+//     With a mask tensor, one thread of warp 1 + c of the same warpgroup loads consumer c's mask tiles.
 //   Consumers (warpgroups 1.., 64 query rows each): per K/V tile, S = Q.K^T by wgmma from shared
 //     memory, mask, online softmax in registers, P converted in place to wgmma A fragments, O += P.V by
 //     wgmma with P from registers, K and V released as soon as their GEMM is done. The P.V of one tile
@@ -237,6 +238,44 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
       if (t - kVLag == q_after && ahead) load_next_q();
     }
     tiles += w.n_tiles;
+  }
+}
+
+// ---- mask tensor loads ---------------------------------------------------------------------------------
+// A mask tensor's tiles for consumer warpgroup `consumer`, by one thread of the producer warpgroup (a warp
+// of its own per consumer, so that the two never wait for each other): per item, the tiles the warpgroup
+// computes (warpgroup_tiles, as consume_item counts them), each once the warpgroup has read the previous
+// one, so that a tile loads while the warpgroup computes the one before (and an item's first tile under
+// the previous item's last). The thread reads each item's Work from its Q buffer as the consumers do, and
+// releases the buffer too (q_empty counts it), so that the buffer's next item cannot overwrite a Work it
+// has not read.
+template <typename T, int kIndex, typename Schedule>
+__device__ void load_masks(const CUtensorMap* map, const KernelParams& p, const Smem<kIndex>& sm, int consumer) {
+  constexpr int BN = kConfigs[kIndex].block_n;
+  using Mods = typename Schedule::Mods;
+  using Mask = MaskTile<T, BN, Mods::kMask, Mods::kSoftcap>;
+  constexpr int kBuffers = TileConfig::kQBuffers;
+  const int items = cta_items<Schedule>(sm);
+  const bool one_row = p.mask_seq_stride == 0;
+  const uint32_t stage = sm.mask_stage(consumer, Mask::kStageBytes);
+  int loads = 0;  // tiles loaded into the stage so far
+#pragma unroll 1
+  for (int iter = 0; Schedule::kDynamic ? items > 0 : iter < items; ++iter) {
+    const int buf = iter % kBuffers;
+    mbar_wait(sm.q_full(buf), (iter / kBuffers) & 1);
+    const Work w = read_work<typename Schedule::Seqs>(p, sm, buf);
+    mbar_arrive(sm.q_empty(buf));
+    if constexpr (Schedule::kDynamic)
+      if (w.is_end()) break;
+    const int row0 = w.q0 + 64 * consumer, head = w.head, batch = w.batch;
+    // The keys of its tiles: from key to key_end, in steps of BN (few registers: the thread has 24).
+    int key = w.t0 * BN;
+    const int key_end = key + warpgroup_tiles<Mods>(p, w, row0, BN) * BN;
+#pragma unroll 1
+    for (; key < key_end; key += BN, ++loads) {
+      if (loads > 0) mbar_wait(sm.mask_empty(consumer), (loads - 1) & 1);
+      Mask::load(map, stage, sm.mask_full(consumer), p, head, batch, key, row0, one_row);
+    }
   }
 }
 
@@ -541,18 +580,6 @@ __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const 
   }
 }
 
-// How many of the item's tiles (from t0 on) a warpgroup's 64 rows need: none if they all lie past the
-// sequence's end (the last item's padding), else those up to its last row's last key (causal diagonal,
-// window) or all. Tiles before its first row's window are computed and masked: at most 64 keys' worth.
-template <typename Mods>
-__device__ __forceinline__ int warpgroup_tiles(const KernelParams& p, const Work& w, int row0, int block_n) {
-  if (row0 >= w.len_q) return 0;
-  int keys = w.len_k;
-  if (p.causal) keys = min(keys, max(0, min(row0 + 64, w.len_q) + w.causal_offset));
-  if constexpr (Mods::kWindow) keys = min(keys, max(0, min(row0 + 64, w.len_q) + w.causal_offset + p.window_right));
-  return max(0, min(w.n_tiles, (keys + block_n - 1) / block_n - w.t0));
-}
-
 // A turn of the pingpong for tile c (ring position) that the warpgroup does not compute: it passes the
 // turn on and releases the stage once the tile has arrived (an arrival before that would count towards
 // the stage's previous use).
@@ -648,7 +675,7 @@ __device__ __forceinline__ void finish_rows(float (&o)[N], float (&m)[2], float 
 // the ring position (K/V tiles consumed before this item); `last_turn`: this item holds the CTA's last
 // tile, whose turn its consumer keeps (no one waits for it). scale_log2: the scores' scale (times
 // q_descale * k_descale with FP8 inputs); v_descale: O's factor (1 for 16-bit inputs). Mods: the score
-// modifiers (score_mods.cuh); mt: the consumer warp's mask tensor tiles (wgmma_mask.cuh), kept across items.
+// modifiers (score_mods.cuh); mt: the warpgroup's mask tensor tiles (wgmma_mask.cuh), kept across items.
 template <typename T, int kIndex, typename Mods, typename Epilogue, typename Mask>
 __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const Work& w, int consumer,
                              const Smem<kIndex>& sm, Epilogue& epilogue, Mask& mt, int iter, int tiles,
@@ -682,14 +709,12 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   constexpr bool kPreloaded = Mask::kPreloads || Alibi::kPreloads;  // S = Q.K^T adds to a bias
   static_assert(!(kPreloaded && Mods::kSoftcap), "a bias goes after the softcap: no preload with one");
   const Alibi alibi(p, w, row_lo, lane, scale_log2);
-  const int warp_row0 = row0 + 16 * warp;  // the warp's 16 rows
   // A preloaded mask in raw score units (supports(): scale != 0): a bias over the scale, a hidden key at
   // -inf, or at +inf for a negative scale (scores_to_probs multiplies by it first).
   const float mask_inv_scale = 1.4426950408889634f / scale_log2;
   const float mask_hidden = scale_log2 > 0.f ? -INFINITY : INFINITY;
   const bool one_row = p.mask_seq_stride == 0;  // a key mask, loaded as one row (MaskTile)
-  // With a softcap the mask tile goes onto the capped scores (MaskTile::apply): its stage is read in the
-  // softmax, so the next tile's load follows that read; without one, it follows the preload.
+  // With a softcap the mask tile goes onto the capped scores (MaskTile::apply), read in the softmax.
   const auto capped = [&](auto& s) { mt.apply(s, one_row); };
   if (run.count == 0) {
     epilogue.first_s_done(sm);
@@ -704,12 +729,18 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     return;
   }
 
-  // The first tile: its S alone. Each mask tile is copied a tile ahead, its latency under a whole turn.
+  // A tile's bias (mask tensor, ALiBi) into S's accumulators. Each tile's goes in at the end of the previous
+  // tile's iteration (sc is free once P is in the fragments), not at the top of its own: in the block of
+  // the turn's barrier ptxas sank the bias's multiplies and the bool mask's selects past the barrier, between
+  // the turn and the S GEMM (docs/perf-log.md v13.22).
+  const auto preload = [&](int tile) {
+    mt.preload(sc, mask_inv_scale, mask_hidden, one_row);
+    alibi.template preload<Mask::kPreloads>(sc, key0 + tile * BN);
+  };
+
+  // The first tile: its S alone.
   int c = tiles + run.tile(0);  // ring position of the tile
-  mt.load(p, w, key0 + run.tile(0) * BN, warp_row0, one_row);
-  mt.preload(sc, mask_inv_scale, mask_hidden, one_row);
-  alibi.template preload<Mask::kPreloads>(sc, key0 + run.tile(0) * BN);
-  if (!Mask::kApplies && run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0, one_row);
+  preload(run.tile(0));
   named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
@@ -727,16 +758,13 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   bool half = kHalfTiles && second_half_hidden<BN, Mods>(p, w, key0 + run.tile(0) * BN, row0);
   scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + run.tile(0) * BN, row0, row_lo, lane, m, l, alpha, half,
                                   capped);
-  if (Mask::kApplies && run.count > 1) mt.load(p, w, key0 + run.tile(1) * BN, warp_row0, one_row);
   to_fragments<T, BN>(sc, pa);
+  if (run.count > 1) preload(run.tile(1));
 
   for (int k = 1; k < run.count; ++k) {
     const int j = run.tile(k), prev = c % kStages, prev_phase = (c / kStages) & 1;
     c = tiles + j;
     const int s = c % kStages;
-    mt.preload(sc, mask_inv_scale, mask_hidden, one_row);  // sc is free: P_{j-1} is in the fragments
-    alibi.template preload<Mask::kPreloads>(sc, key0 + j * BN);
-    if (!Mask::kApplies && k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0, one_row);
     named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
@@ -748,11 +776,11 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     mbar_arrive(sm.k_empty(s));
     half = kHalfTiles && second_half_hidden<BN, Mods>(p, w, key0 + j * BN, row0);
     scores_to_probs<BN, Form, Mods>(sc, p, w, scale_log2, key0 + j * BN, row0, row_lo, lane, m, l, alpha, half, capped);
-    if (Mask::kApplies && k + 1 < run.count) mt.load(p, w, key0 + run.tile(k + 1) * BN, warp_row0, one_row);
     wgmma_wait<0>();  // O and the fragments are free again
     mbar_arrive(sm.pv_empty(prev));
     rescale_o<D>(o, alpha);
     to_fragments<T, BN>(sc, pa);
+    if (k + 1 < run.count) preload(run.tile(k + 1));
   }
 
   mbar_wait(sm.pv_full(c % kStages), (c / kStages) & 1);
@@ -776,14 +804,14 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
 // The consumer warpgroup's work items, with the ring position and the pingpong carried across them.
 // FP8: each item's descales, read for its (batch, K/V head) (FlashAttention-3's indexing).
 template <typename T, int kIndex, typename Schedule, typename Epilogue>
-__device__ void consume(const KernelParams& p, const CUtensorMap* to, const CUtensorMap* tmask, int consumer,
+__device__ void consume(const KernelParams& p, const CUtensorMap* to, int consumer,
                         const Smem<kIndex>& sm) {
   constexpr bool kFp8 = kConfigs[kIndex].fp8;
   const int items = cta_items<Schedule>(sm);
   Epilogue epilogue;
-  using Mask = MaskTile<T, kConfigs[kIndex].block_n, Schedule::Mods::kMask, Schedule::Mods::kSoftcap>;  // staged a tile ahead
-  const int warp = threadIdx.x % 128 / 32;
-  Mask mt(tmask, sm.mask_stage(consumer, warp, Mask::kWarpBytes), sm.mask_full(consumer, warp), threadIdx.x % 32);
+  using Mask = MaskTile<T, kConfigs[kIndex].block_n, Schedule::Mods::kMask, Schedule::Mods::kSoftcap>;
+  Mask mt(sm.mask_stage(consumer, Mask::kStageBytes), sm.mask_full(consumer), sm.mask_empty(consumer),
+          threadIdx.x % 128);
   // The CTA's last item with tiles holds the last turn, which is kept. A dynamic CTA does not know its last
   // item: every turn is passed on, and consumer 0 takes the one left after the end.
   const int last = static_cast<int>(ld_shared_u32(sm.plan(1)));
@@ -828,12 +856,14 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
     prefetch_tensor_map(&tm_o);
     if constexpr (kMask) {
       prefetch_tensor_map(map_of(tm_mask));
-      for (int c = 0; c < kCfg.consumers; ++c)
-        for (int w = 0; w < 4; ++w) mbar_init(sm.mask_full(c, w), 1);  // lane 0's expect_tx
+      for (int c = 0; c < kCfg.consumers; ++c) {
+        mbar_init(sm.mask_full(c), 1);     // the loader's expect_tx
+        mbar_init(sm.mask_empty(c), 128);  // the warpgroup's threads, once each has read
+      }
     }
     for (int b = 0; b < TileConfig::kQBuffers; ++b) {
       if (b > 0) mbar_init(sm.q_full(b), 1);  // q_full(0) and k_full(0): plan_cta's
-      mbar_init(sm.q_empty(b), Epilogue::kQReleases);
+      mbar_init(sm.q_empty(b), Epilogue::kQReleases + (kMask ? kCfg.consumers : 0));  // and the mask loaders
     }
     for (int s = 0; s < kCfg.stages; ++s) {
       if (s > 0) mbar_init(sm.k_full(s), 1);
@@ -861,15 +891,21 @@ __global__ void __launch_bounds__(Shape<kIndex>::kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
     regs_release<kCfg.producer_regs>();
-    if (threadIdx.x == 0) {
-      produce<kIndex, Schedule>(&tm_q, &tm_k, &tm_v, p, geo, sm);
+    // The warp from lane 0, for the same reason: each branch below is one warp's.
+    const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0);
+    if (warp == 0) {
+      if (threadIdx.x == 0) produce<kIndex, Schedule>(&tm_q, &tm_k, &tm_v, p, geo, sm);
     } else if constexpr (kCfg.fp8) {
-      if (threadIdx.x >= 32) transpose_v<kIndex, Schedule>(p, geo, sm);
+      transpose_v<kIndex, Schedule>(p, geo, sm);
+    } else if constexpr (kMask) {
+      // Lane 0 of warps 1 .. consumers: consumer warpgroup (warp - 1)'s mask tiles.
+      if (warp <= kCfg.consumers && threadIdx.x % 32 == 0)
+        load_masks<T, kIndex, Schedule>(map_of(tm_mask), p, sm, warp - 1);
     }
     Epilogue().idle();
   } else {
     regs_claim<kCfg.consumer_regs>();
-    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, map_of(tm_mask), wg - 1, sm);
+    consume<T, kIndex, Schedule, Epilogue>(p, &tm_o, wg - 1, sm);
   }
 }
 

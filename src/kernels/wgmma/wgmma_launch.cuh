@@ -108,7 +108,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
     tk = tv = tq;  // no key tile is loaded without keys (a map of an empty tensor cannot be encoded)
   }
   // A mask tensor's map (wgmma_mask.cuh): [batch|1, heads_q|1, seqlen_q|1, seqlen_k], a broadcast
-  // dimension (stride 0) of size 1, boxes of 16 rows (a consumer warp's) by 128 bytes, or of the one row
+  // dimension (stride 0) of size 1, boxes of 64 rows (a consumer warpgroup's) by 128 bytes, or of the one row
   // of a key mask; a parameter of the mask kernels only (MaskMap).
   MaskMap<true> tmask{tq};  // (never read without a mask)
   if (p.mask != nullptr && p.seqlen_q > 0 && p.seqlen_k > 0) {
@@ -117,7 +117,7 @@ cudaError_t launch(const KernelParams& p, int splits, cudaStream_t stream) {
                             {p.mask, p.mask_batch_stride != 0 ? p.batch : 1, p.mask_head_stride != 0 ? p.heads_q : 1,
                              p.mask_seq_stride != 0 ? p.seqlen_q : 1, p.seqlen_k, p.mask_batch_stride,
                              p.mask_head_stride, p.mask_seq_stride},
-                            bytes ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : dtype, p.mask_seq_stride != 0 ? 16 : 1);
+                            bytes ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : dtype, p.mask_seq_stride != 0 ? 64 : 1);
     if (err != cudaSuccess) return err;
   }
   constexpr int smem = cfg.smem_bytes();

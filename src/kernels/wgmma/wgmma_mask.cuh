@@ -1,9 +1,9 @@
-// A mask tensor's tile for a consumer warp (evosdpa.h, "Mask tensors"): the warp's 16 rows of S (its
-// threads' rows g and g + 8) by kBlockN keys, loaded a tile ahead by TMA into the warp's own
-// shared-memory stage (lane 0 issues the boxes, which complete on the warp's mbarrier), then read by
-// each thread at its positions of S into S's accumulators, to which S = Q.K^T adds (preload), or with a
-// softcap onto the capped scores (apply). Without a mask (MaskKind::kNone) it has no state and its calls
-// compile to nothing.
+// A mask tensor's tile for a consumer warpgroup (evosdpa.h, "Mask tensors"): its 64 rows of S by kBlockN
+// keys, loaded by TMA into the warpgroup's own shared-memory stage by a thread of the producer warpgroup
+// (load_masks, wgmma_kernel.cuh) as soon as the warpgroup has read the previous tile, then read by each
+// thread at its positions of S into S's accumulators, to which S = Q.K^T adds (preload), or with a softcap
+// onto the capped scores (apply). Without a mask (MaskKind::kNone) it has no state and its calls compile
+// to nothing.
 //
 // Why a stage: each thread's 64 positions are pairs of columns in 16 column groups of two rows, so reading
 // them straight from global memory is 32 loads per thread of which each warp-wide one touches 8 rows:
@@ -11,7 +11,10 @@
 // ldmatrix: with the stage filled by the warp's own cp.async copies and read pair by pair, the mask's
 // cost was its instructions (~300 per warp per tile for an fp16 bias, v13.1: the copies' addresses, 32
 // shared loads, conversions, a multiply by 1/scale each); TMA moves the tile in two instructions, and an
-// 8x8 ldmatrix matrix is exactly a thread's pairs of 16-bit elements (8 loads instead of 32).
+// 8x8 ldmatrix matrix is exactly a thread's pairs of 16-bit elements (8 loads instead of 32). Why a
+// loader thread: issued by lane 0 of each consumer warp, the loads and the proxy fence before them took
+// 6% of an additive mask's time and 11% of a key mask's (whose fence waited for the warp's shared loads),
+// on the consumers' path (ncu, H200, (4,16,4096,128) fp16, docs/perf-log.md v13.22).
 #pragma once
 
 #include "kernels/device_math.cuh"
@@ -19,7 +22,6 @@
 #include "kernels/rtc_std.hpp"
 #include "kernels/score_mods.cuh"
 #include "kernels/wgmma/ptx.cuh"
-#include "kernels/wgmma/wgmma_scheduler.cuh"
 
 namespace evosdpa::detail::wgmma_sm90 {
 
@@ -40,11 +42,10 @@ __device__ __forceinline__ const CUtensorMap* map_of(const MaskMap<kOn>& m) {
 // of into S before Q.K^T (preload), where the cap would bend a bias and turn a hidden key's -inf into -c.
 template <typename T, int kBlockN, MaskKind kKind, bool kAfterCap = false>
 struct MaskTile {
-  static constexpr int kWarpBytes = 0;
+  static constexpr int kStageBytes = 0;
   static constexpr bool kPreloads = false;  // S = Q.K^T starts from zero
   static constexpr bool kApplies = false;   // nothing to apply to the capped scores
-  __device__ MaskTile(const CUtensorMap*, uint32_t, uint32_t, int) {}
-  __device__ __forceinline__ void load(const KernelParams&, const Work&, int, int, bool) {}
+  __device__ MaskTile(uint32_t, uint32_t, uint32_t, int) {}
   __device__ __forceinline__ void preload(float (&)[kBlockN / 2], float, float, bool) {}
   template <int N>
   __device__ __forceinline__ void apply(float (&)[N], bool) {}
@@ -54,60 +55,66 @@ template <typename T, int kBlockN, MaskKind kKind, bool kAfterCap>
 struct MaskTileOn {
   static constexpr bool kBool = kKind == MaskKind::kBool;
   static constexpr int kElem = kMaskElemBytes<kKind>;
+  static constexpr int kRows = 64;                   // a consumer warpgroup's rows
   static constexpr int kBoxKeys = 128 / kElem;       // keys per TMA box: one 128-byte swizzle span per row
   static constexpr int kBoxes = kBlockN / kBoxKeys;  // boxes per tile: 1 (bytes) or 2 (16-bit elements)
-  static constexpr int kBoxBytes = 16 * 128;         // a box: the warp's 16 rows of 128 bytes
-  static constexpr int kWarpBytes = kBoxes * kBoxBytes;
+  static constexpr int kBoxBytes = kRows * 128;      // a box: the warpgroup's 64 rows of 128 bytes
+  static constexpr int kWarpBytes = 16 * 128;        // a consumer warp's 16 rows of a box
+  static constexpr int kStageBytes = kBoxes * kBoxBytes;
   static constexpr bool kPreloads = !kAfterCap;  // S = Q.K^T adds to the mask (preload)
   static constexpr bool kApplies = kAfterCap;    // the mask goes onto the capped scores (apply)
-  static_assert(kBlockN % kBoxKeys == 0 && kWarpBytes % 1024 == 0, "whole boxes, 1024-byte aligned stages");
-  const CUtensorMap* map;  // the mask as a [batch|1, heads|1, seqlen_q|1, seqlen_k] tensor (wgmma_launch.cuh)
-  uint32_t stage;          // the warp's stage (Smem::mask_stage), 1024-byte aligned
-  uint32_t full;           // its mbarrier (Smem::mask_full)
+  static_assert(kBlockN % kBoxKeys == 0 && kBoxBytes % 1024 == 0, "whole boxes, 1024-byte aligned");
+  uint32_t stage;      // the warpgroup's stage (Smem::mask_stage), 1024-byte aligned
+  uint32_t warp_rows;  // the offset of the warp's 16 rows in it
+  uint32_t full;       // the stage's mbarriers: its load's completion (Smem::mask_full)
+  uint32_t empty;      //   and the warpgroup's reads (Smem::mask_empty, 128 arrivals)
   int lane;
-  uint32_t phase = 0;      // of the next load's completion
+  uint32_t phase = 0;  // of the next load's completion
 
-  __device__ MaskTileOn(const CUtensorMap* tensor_map, uint32_t stage_addr, uint32_t bar, int lane_id)
-      : map(tensor_map), stage(stage_addr), full(bar), lane(lane_id) {}
+  // stage: the warpgroup's; thread: the thread's index in the warpgroup.
+  __device__ MaskTileOn(uint32_t stage_addr, uint32_t full_bar, uint32_t empty_bar, int thread)
+      : stage(stage_addr), warp_rows(thread / 32 * kWarpBytes), full(full_bar), empty(empty_bar), lane(thread % 32) {}
 
-  // Byte b of the stage's row rho: box b / 128, within it TMA's 128B swizzle (the 16-byte chunks of row
-  // rho XOR-ed with rho's low 3 bits), so that the 8 rows a warp-wide read touches (one chunk column each)
-  // fall in 8 distinct groups of 4 banks.
+  // Byte b of row rho of a warp's rows: box b / 128, within it TMA's 128B swizzle (the 16-byte chunks of
+  // row rho XOR-ed with rho's low 3 bits; a warp's rows start at a multiple of 8 rows), so that the 8 rows a
+  // warp-wide read touches (one chunk column each) fall in 8 distinct groups of 4 banks.
   static __device__ __forceinline__ uint32_t offset(int rho, int b) {
     return (b >> 7) * kBoxBytes + rho * 128 + ((((b >> 4) ^ rho) & 7) << 4) + (b & 15);
   }
 
-  // Starts the load of keys key0 .. key0 + kBlockN - 1 of the warp's rows warp_row0 .. + 15. A mask whose
-  // rows are one (one_row: mask_seq_stride 0, a key mask) loads that row alone (its map's boxes are one
-  // row high), into row 0. Keys and rows past the tensor read as zeros; keys past a shorter
-  // sequence and rows past it are masked or dropped later (the causal/length masks go after the bias).
-  // The stage's last reads (preload) are done: its __syncwarp, and the proxy fence orders them before
-  // the async proxy's writes.
-  __device__ __forceinline__ void load(const KernelParams& p, const Work& w, int key0, int warp_row0, bool one_row) {
-    if (lane != 0) return;
-    const int row = one_row ? 0 : warp_row0;
-    const int head = p.mask_head_stride != 0 ? w.head : 0;     // a broadcast dimension has size 1 in the map
-    const int batch = p.mask_batch_stride != 0 ? w.batch : 0;
-    fence_async_shared();
-    mbar_expect_tx(full, one_row ? kBoxes * 128 : kWarpBytes);
+  // The load of keys key0 .. key0 + kBlockN - 1 of the warpgroup's rows row0 .. + 63 into its stage dst,
+  // completing on `full_bar` (the loader thread, once the warpgroup has read the previous tile). A mask
+  // whose rows are one (one_row: mask_seq_stride 0, a key mask) loads that row alone (its map's boxes are
+  // one row high), into row 0. Keys and rows past the tensor read as zeros; keys past a shorter sequence
+  // and rows past it are masked or dropped later (the causal/length masks go after the bias). No proxy
+  // fence: the stage's reads are ordered before this by the empty mbarrier's arrivals (release) and the
+  // loader's wait (acquire). head, batch: the item's.
+  static __device__ __forceinline__ void load(const CUtensorMap* map, uint32_t dst, uint32_t full_bar,
+                                              const KernelParams& p, int head, int batch, int key0, int row0,
+                                              bool one_row) {
+    const int h = p.mask_head_stride != 0 ? head : 0;  // a broadcast dimension has size 1 in the map
+    const int b = p.mask_batch_stride != 0 ? batch : 0;
+    mbar_expect_tx(full_bar, one_row ? kBoxes * 128 : kStageBytes);
 #pragma unroll
-    for (int b = 0; b < kBoxes; ++b) tma_load(stage + b * kBoxBytes, map, full, key0 + b * kBoxKeys, row, head, batch);
+    for (int box = 0; box < kBoxes; ++box)
+      tma_load(dst + box * kBoxBytes, map, full_bar, key0 + box * kBoxKeys, one_row ? 0 : row0, h, b);
   }
 
-  // Waits for the warp's load and calls f(i, element) for the thread's first N of S's accumulators, element
-  // i at row g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 (lane % 4) + (i & 1) (N < kBlockN / 2: the first
-  // keys of a half tile): the byte, nonzero where the key is seen (kBool), or the bias as a float (kAdditive).
-  // Then every lane has read, and the next load may follow at once.
+  // Waits for the warpgroup's load and calls f(i, element) for the thread's first N of S's accumulators,
+  // element i at row g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 (lane % 4) + (i & 1) (N < kBlockN / 2: the
+  // first keys of a half tile): the byte, nonzero where the key is seen (kBool), or the bias as a float
+  // (kAdditive). Then the thread's arrival on `empty`: once all 128 have read, the next load may follow.
   template <int N, typename F>
   __device__ __forceinline__ void read(bool one_row, F&& f) {
     static_assert(N % 8 == 0 && N <= kBlockN / 2, "whole 8-key groups of the tile");
     mbar_wait(full, phase);
     phase ^= 1;
     const int g = lane / 4, q = lane % 4;
+    const uint32_t base = stage + (one_row ? 0u : warp_rows);  // a key mask's one row: row 0, every warp's
     if constexpr (kBool) {
       uint32_t row_base[2];  // the rows' bytes of column 2q, before the swizzle of its chunk
 #pragma unroll
-      for (int r = 0; r < 2; ++r) row_base[r] = stage + offset(one_row ? 0 : g + 8 * r, 2 * q);
+      for (int r = 0; r < 2; ++r) row_base[r] = base + offset(one_row ? 0 : g + 8 * r, 2 * q);
 #pragma unroll
       for (int i = 0; i < N; i += 2) {
         const int b = 8 * (i >> 2);  // the pair's byte in the row, less 2q: chunk bits XOR-ed, box added
@@ -122,11 +129,11 @@ struct MaskTileOn {
       // 8n + 2k, + 1. Row rho's chunk c sits at chunk (c & 7) ^ (rho & 7) of box c >> 3; with
       // c & 7 = 2 (n & 3) | (k >> 1), a per-lane base and one XOR with a constant per load.
       const int k = lane >> 3, rho = one_row ? 0 : 8 * (k & 1) + (lane & 7);
-      const uint32_t base = stage + rho * 128 + ((((k >> 1) ^ rho) & 7) << 4);
+      const uint32_t lane_base = base + rho * 128 + ((((k >> 1) ^ rho) & 7) << 4);
 #pragma unroll
       for (int n = 0; n < N / 8; ++n) {
         uint32_t v[4];
-        ldmatrix_x4(v, (base ^ ((2 * (n & 3)) << 4)) + (n >> 2) * kBoxBytes);
+        ldmatrix_x4(v, (lane_base ^ ((2 * (n & 3)) << 4)) + (n >> 2) * kBoxBytes);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const float2 bias = unpack2<T>(v[j]);
@@ -135,9 +142,8 @@ struct MaskTileOn {
         }
       }
     }
-    __syncwarp();  // every lane has read before lane 0 starts the next load into the stage
+    mbar_arrive(empty);
   }
-
   // S's accumulators before S = Q.K^T adds to them (wgmma's accumulate; the mask's work then runs before
   // the warpgroup's turn, off the softmax's path): the bias in raw score units, bias * inv_scale
   // (kAdditive), or 0 and `hidden` where the byte is 0 (kBool): -inf, or +inf for a negative scale, which
@@ -152,8 +158,7 @@ struct MaskTileOn {
   }
 
   // The capped scores (in the log2 domain: softcap_log2) with the mask on them: the bias times log2(e)
-  // added, or -inf where the byte is 0. On the softmax's path (the load went out a turn before); the
-  // next tile's load may follow.
+  // added, or -inf where the byte is 0. On the softmax's path (loaded while the previous tile ran).
   template <int N>
   __device__ __forceinline__ void apply(float (&s)[N], bool one_row) {
     if constexpr (kApplies) {

@@ -190,4 +190,16 @@ struct DynamicSchedule {
   }
 };
 
+// How many of the item's tiles (from t0 on) a warpgroup's 64 rows need: none if they all lie past the
+// sequence's end (the last item's padding), else those up to its last row's last key (causal diagonal,
+// window) or all. Tiles before its first row's window are computed and masked: at most 64 keys' worth.
+template <typename Mods>
+__device__ __forceinline__ int warpgroup_tiles(const KernelParams& p, const Work& w, int row0, int block_n) {
+  if (row0 >= w.len_q) return 0;
+  int keys = w.len_k;
+  if (p.causal) keys = min(keys, max(0, min(row0 + 64, w.len_q) + w.causal_offset));
+  if constexpr (Mods::kWindow) keys = min(keys, max(0, min(row0 + 64, w.len_q) + w.causal_offset + p.window_right));
+  return max(0, min(w.n_tiles, (keys + block_n - 1) / block_n - w.t0));
+}
+
 }  // namespace evosdpa::detail::wgmma_sm90

@@ -52,12 +52,11 @@ struct Smem {
   __device__ uint32_t pv_tile(int stage) const { return kCfg.fp8 ? vt(stage) : v(stage); }
   __device__ uint32_t pv_full(int stage) const { return kCfg.fp8 ? vt_full(stage) : v_full(stage); }
   __device__ uint32_t pv_empty(int stage) const { return kCfg.fp8 ? vt_empty(stage) : v_empty(stage); }
-  // A mask tensor's tile (wgmma_mask.cuh): `bytes` per warp, consumer c's warp w at (4 c + w); the
-  // mbarrier its loads complete on.
-  __device__ uint32_t mask_stage(int consumer, int warp, int bytes) const {
-    return base + kMaskStage + (4 * consumer + warp) * bytes;
-  }
-  __device__ uint32_t mask_full(int consumer, int warp) const { return base + kMaskBars + 8 * (4 * consumer + warp); }
+  // A mask tensor's tile (wgmma_mask.cuh): `bytes` per consumer warpgroup; the mbarriers its loads complete
+  // on and its reads arrive on.
+  __device__ uint32_t mask_stage(int consumer, int bytes) const { return base + kMaskStage + consumer * bytes; }
+  __device__ uint32_t mask_full(int consumer) const { return base + kMaskBars + 8 * consumer; }
+  __device__ uint32_t mask_empty(int consumer) const { return mask_full(TileConfig::kMaskBarriers / 2 + consumer); }
   // Field f (Work's, in write_work's order) of the Work of the item whose Q is in `buffer`.
   __device__ uint32_t work(int buffer, int f) const { return base + kWork + TileConfig::kWorkSlotBytes * buffer + 4 * f; }
   // The CTA's plan (plan_cta): its item count (f = 0) and its last item with tiles (f = 1); with
