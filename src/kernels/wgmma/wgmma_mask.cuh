@@ -87,8 +87,8 @@ struct MaskTileOn {
   // whose rows are one (one_row: mask_seq_stride 0, a key mask) loads that row alone (its map's boxes are
   // one row high), into row 0. Keys and rows past the tensor read as zeros; keys past a shorter sequence
   // and rows past it are masked or dropped later (the causal/length masks go after the bias). No proxy
-  // fence: the stage's reads are ordered before this by the empty mbarrier's arrivals (release) and the
-  // loader's wait (acquire). head, batch: the item's.
+  // fence here: the readers fence before their arrivals on the empty mbarrier (read), which the loader
+  // waits for. head, batch: the item's.
   static __device__ __forceinline__ void load(const CUtensorMap* map, uint32_t dst, uint32_t full_bar,
                                               const KernelParams& p, int head, int batch, int key0, int row0,
                                               bool one_row) {
@@ -142,6 +142,10 @@ struct MaskTileOn {
         }
       }
     }
+    // The loader's next TMA write (async proxy) must follow these reads (generic proxy): the proxy fence
+    // first (it also waits for them), then the arrival. Without it, with the reads' values used later
+    // (docs/perf-log.md v13.22, fin4), the next tile overwrote the stage before they were done.
+    fence_async_shared();
     mbar_arrive(empty);
   }
   // S's accumulators before S = Q.K^T adds to them (wgmma's accumulate; the mask's work then runs before
