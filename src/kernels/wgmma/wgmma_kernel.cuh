@@ -252,6 +252,7 @@ __device__ void produce(const CUtensorMap* tq, const CUtensorMap* tk, const CUte
 template <typename T, int kIndex, typename Schedule>
 __device__ void load_masks(const CUtensorMap* map, const KernelParams& p, const Smem<kIndex>& sm, int consumer) {
   constexpr int BN = kConfigs[kIndex].block_n;
+  static_assert(!kConfigs[kIndex].split_keys, "a warpgroup's own 64 rows and every tile of them (score_mod_row)");
   using Mods = typename Schedule::Mods;
   using Mask = MaskTile<T, BN, Mods::kMask, Mods::kSoftcap>;
   constexpr int kBuffers = TileConfig::kQBuffers;
