@@ -11,7 +11,7 @@ RS_N = (64, 128)  # O += P.V: N = head_dim
 TYPES = (("__half", "f16"), ("__nv_bfloat16", "bf16"))
 # E4M3 (k = 32 per instruction): both operands K-major (no transpose bits for 8-bit types), head_dim 64 and 128.
 FP8 = ("__nv_fp8_e4m3", "e4m3")
-FP8_SS_N = (128,)
+FP8_SS_N = (96, 128)
 FP8_RS_N = (64, 128)
 
 HEADER = """\

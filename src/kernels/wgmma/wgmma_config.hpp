@@ -13,11 +13,12 @@ struct TileConfig {
   int block_n;        // keys per K/V tile: the N of S = Q.K^T (one m64nNk16 wgmma per 16 columns of D)
   int stages;         // depth of the K/V ring the producer fills ahead of the consumers
   int consumers;      // consumer warpgroups, 64 query rows each (wgmma M = 64), taking turns at the
-                      // tensor cores; 3 where the softmax is as long as the GEMMs (D = 64)
+                      // tensor cores; 3 where the softmax is as long as the GEMMs (16-bit D = 64,
+                      // E4M3 D = 128)
   int producer_regs;  // registers per thread after setmaxnreg: the producer warpgroup gives its share
   int consumer_regs;  //   to the consumers (the register file holds 64K)
-  double row_speed;   // query rows per unit time relative to the other rows of its head size, measured
-                      // with full waves (choose_config)
+  double row_speed;   // query rows x keys per unit time relative to the other rows of its head size,
+                      // measured with full waves (choose_config)
   double causal_row_speed;  // the same with a causal mask
   bool split_keys = false;  // the consumers share one block of 64 query rows and take its K/V tiles in
                             // turn, merging their partial results in shared memory at the end: twice the
@@ -59,7 +60,9 @@ struct TileConfig {
   // FP8 rows add the transposed V ring and per consumer a buffer of its 64 rows of O (2-byte elements)
   // after the V ring, and the transposed ring's full and empty barriers after the others.
   constexpr int vt_offset() const { return kQBuffers * q_bytes() + 2 * stages * kv_tile_bytes(); }
-  constexpr int o_stage_offset() const { return vt_offset() + (fp8 ? stages * kv_tile_bytes() : 0); }
+  // FP8: V^T's rows are 128 bytes (one swizzle atom of keys) whatever the tile's keys (block_n <= 128).
+  constexpr int vt_tile_bytes() const { return head_dim * 128; }
+  constexpr int o_stage_offset() const { return vt_offset() + (fp8 ? stages * vt_tile_bytes() : 0); }
   constexpr int o_stage_bytes() const { return 64 * head_dim * 2; }  // one consumer's rows of O
   constexpr int barrier_offset() const { return o_stage_offset() + (fp8 ? consumers * o_stage_bytes() : 0); }
   constexpr int barrier_count() const { return 2 * kQBuffers + 4 * stages + 1 + (fp8 ? 2 * stages : 0); }
@@ -151,6 +154,15 @@ inline constexpr TileConfig kHandRows[] = {
     // with 40 registers spilled (ptxas keeps each setmaxnreg region within its count); the consumers' P
     // fragments are half the 16-bit ones.
     {128, 128, 2, 2, 56, 224, 1.0, 1.0, false, true},
+    // E4M3 at D = 128, three consumers over 96-key tiles (192-row items): an FP8 tile's GEMMs take half
+    // the 16-bit ones', so, as for 16-bit D = 64, a third warpgroup keeps the tensor cores busy while two
+    // run their softmax; at 160 registers only 96-key tiles fit (128: 152 bytes spilled, every wgmma
+    // serialised). H200, against the row above (docs/perf-log.md v13.23): (4,16,4096,128) 600 us against
+    // 697, (2,16,8192,128) 1,237 against 1,375, causal (1,16,16384,128) 1,266 against 1,422; slower where
+    // its items or tiles are mostly tails, (32,16,512,128) 114.4 against 108.9, (1,8,512,128) under graph
+    // replay 14.2 against 11.5. Its speeds, fitted to those six non-causal and two causal shapes
+    // (choose_config's time, which counts its 96-key tiles): 1.16-1.21 and 1.10-1.16.
+    {128, 96, 2, 3, 32, 160, 1.18, 1.12, false, true},
     // E4M3 at D = 64: Q and K rows of 64 bytes (64B swizzle), V^T as at D = 128 with 64 rows.
     {64, 128, 2, 2, 56, 224, 1.0, 1.0, false, true},
 };
@@ -247,7 +259,7 @@ constexpr double cluster_slots(int size, int sm_count) { return size >= 4 ? sm_c
 // How a call runs: among the rows of its head size, the one that should end first; the first on a tie;
 // row -1 if no row has this head size. A row with at least as many items (block_m query rows of one
 // (batch, head)) as SMs runs the persistent grid, estimated as rounds of items (ceil(items / sm_count))
-// times rows per item over row_speed (causal_row_speed with a causal mask). With fewer items, each item's K/V tiles are split among a cluster
+// times the item's tiles times block_m x block_n over row_speed (causal_row_speed with a causal mask). With fewer items, each item's K/V tiles are split among a cluster
 // of CTAs (a power of two, at most kMaxSplits, each with at least kMinTilesPerSplit tiles, the clusters
 // within cluster_slots): one round of rows times the tiles of one split and kMergeTiles. A split_keys row runs only
 // where its items (64 rows) fit in one wave, each CTA over all the item's tiles. In floating point:
@@ -280,7 +292,9 @@ constexpr Choice choose_config_in(const TunedRow (&tuned)[N], int head_dim, long
     const double tiles_per_item = splits > 1 ? ceil_positive(tiles / splits) : (tiles > 1 ? tiles : 1.0);
     const double speed = causal ? kConfigs[i].causal_row_speed : kConfigs[i].row_speed;
     const double merge = splits > 1 ? kMergeTiles : 0.0;
-    const double time = rounds * (tiles_per_item + merge) * static_cast<double>(bm) / speed;
+    // Per tile, block_m rows over block_n keys: a row of narrower tiles runs more of them.
+    const double time =
+        rounds * (tiles_per_item + merge) * static_cast<double>(bm) * kConfigs[i].block_n / speed;
     if (best.row < 0 || time < best_time) best = {i, splits}, best_time = time;
   }
   return best;
@@ -300,7 +314,7 @@ constexpr bool valid(const TileConfig& c) {
          c.kv_tile_bytes() % 1024 == 0 && c.q_bytes() % 1024 == 0 &&       // tiles stay 1024-byte aligned
          c.head_dim % c.block_cols() == 0 &&                               // whole blocks of row_bytes()
          (c.fp8 || 2 * c.block_m() * c.partial_row_bytes() <= c.vt_offset()) &&  // partial rows fit over the rings
-         (!c.fp8 || ((c.head_dim == 128 || c.head_dim == 64) && c.block_n == 128 && !c.split_keys)) &&  // one block of Q/K, of V^T rows
+         (!c.fp8 || ((c.head_dim == 128 || c.head_dim == 64) && (c.block_n == 128 || c.block_n == 96) && !c.split_keys)) &&  // one block of Q/K, of V^T rows
          (c.row_bytes() == 128 || c.row_bytes() == 64) &&                    // the swizzles TMA and wgmma share
          c.smem_bytes() <= 227 * 1024;                                       // sm_90's per-block opt-in limit
 }

@@ -283,34 +283,54 @@ __device__ void load_masks(const CUtensorMap* map, const KernelParams& p, const 
 // ---- V transpose (FP8) -------------------------------------------------------------------------------
 // Warps 1-3 of the producer warpgroup, for each K/V tile in ring order: once TMA has put V ([keys][D
 // bytes], swizzled) in v(s) and the consumers have released vt(s), write V^T ([D][128 keys], 128B-
-// swizzled, K-major for wgmma) to vt(s). Position 4q + j of each 16-key group holds key 2q + (j & 1) +
-// 8 (j >> 1): the keys of P's fragment register for quad lane q (to_fragments), so P needs no shuffle.
-// A warp takes units of 32 keys x 16 D columns: one `ldmatrix.x4.trans` of the unit as four 8-key x
-// 8-pair matrices of 16-bit pairs gives lane (g, q) keys {2q, 2q + 1} (+ 8, + 16, + 24) of D columns
-// 2g and 2g + 1; four byte permutes make the 4-key words of those two columns' V^T rows for the unit's
-// two 16-key groups, and one `stmatrix.x4` writes them. Each stored matrix holds 8 D rows whose
-// swizzled 16-byte units differ (even columns of lanes g < 4, odd ones of g >= 4, and the reverse):
-// no bank conflicts; nor in the loads (8 consecutive keys). Then v(s) is free for the next load.
-// Against 16-byte loads, byte permutes and 4-byte stores per lane (the same shared-memory wavefronts, 2.5x
-// the instructions): D=128 0.6-1.5% faster, D=64 1.1% slower (H200, docs/perf-log.md v13.15).
+// swizzled, K-major for wgmma; a 96-key tile fills its rows' first 96 bytes) to vt(s). Position 4q + j of
+// each 16-key group holds key 2q + (j & 1) + 8 (j >> 1): the keys of P's fragment register for quad lane
+// q (to_fragments), so P needs no shuffle.
+// The tile is cut into units of 32 keys x 16 D columns: one `ldmatrix.x4.trans` of the unit as four 8-key
+// x 8-pair matrices of 16-bit pairs gives lane (g, q) keys {2q, 2q + 1} (+ 8, + 16, + 24) of D columns 2g
+// and 2g + 1; four byte permutes make the 4-key words of those two columns' V^T rows for the unit's two
+// 16-key groups, and one `stmatrix.x4` writes them. Each stored matrix holds 8 D rows whose swizzled
+// 16-byte units differ (even columns of lanes g < 4, odd ones of g >= 4, and the reverse): no bank
+// conflicts; nor in the loads (8 consecutive keys). Against 16-byte loads, byte permutes and 4-byte
+// stores per lane: D=128 0.6-1.5% faster, D=64 1.1% slower (H200, docs/perf-log.md v13.15).
+// How the warps share a tile's units:
+//  - 96-key tiles (three 32-key blocks): warp w takes block w, its D chunks unrolled. The swizzle of a
+//    lane's load row and store row does not depend on the chunk (a multiple of 8 columns), so each address
+//    is a per-tile base XOR or plus a constant. (4,16,4096,128) 607 us against 628-632 with the rolled
+//    loop below, (16,16,1024,128) 192.7 against 199 (H200, docs/perf-log.md v13.23).
+//  - 128-key tiles: a rolled loop over units w, w + 3, ...; unrolled, with addresses as above, D = 64
+//    causal (32,32,512) ran 146 us against 133.4 (and (4,32,4096,64) 1,112 against 1,142).
 template <int kIndex, typename Schedule>
 __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem<kIndex>& sm) {
   constexpr TileConfig kCfg = kConfigs[kIndex];
-  static_assert(kCfg.block_n == 128 && Smem<kIndex>::kDBlocks == 1, "one 128-byte block of keys, one block of D");
-  // Transposing warps; 16-byte chunks of D per key row; units of a tile; V's row pitch, over which it is
-  // swizzled (chunk c of key k sits at c ^ ((k * kRowBytes / 128) & (kRowBytes / 16 - 1)): k & 7 for
-  // 128-byte rows, (k / 2) & 3 for 64-byte ones).
-  constexpr int kWarps = 3, kChunks = kCfg.head_dim / 16, kUnits = kChunks * kCfg.block_n / 32;
+  static_assert(kCfg.block_n % 32 == 0 && kCfg.block_n <= 128 && Smem<kIndex>::kDBlocks == 1,
+                "whole 32-key units in one 128-byte row of V^T; one block of D");
+  // Transposing warps; 16-byte chunks of D per key row; 32-key blocks and units of a tile; V's row pitch,
+  // over which it is swizzled (chunk c of key k sits at c ^ ((k * kRowBytes / 128) & (kRowBytes / 16 -
+  // 1)): k & 7 for 128-byte rows, (k / 2) & 3 for 64-byte ones).
+  constexpr int kWarps = 3, kChunks = kCfg.head_dim / 16, kBlocks = kCfg.block_n / 32, kUnits = kChunks * kBlocks;
   constexpr int kRowBytes = Smem<kIndex>::kRowBytes;
+  constexpr bool kBlockPerWarp = kBlocks == kWarps;
+  static_assert(!kBlockPerWarp || kChunks % 2 == 0, "chunks in pairs");
   const int warp = static_cast<int>(threadIdx.x / 32) - 1, lane = threadIdx.x % 32;
   // The row whose address this lane gives: row i of matrix mat. Loads: key 8 mat + i of the unit.
   // Stores: D column 2i + ((mat & 1) ^ (i >= 4)) of the unit's 16, in its 16-key group mat >> 1.
   const int mat = lane / 8, i = lane % 8;
   const int st_col = 2 * i + ((mat & 1) ^ (i >= 4 ? 1 : 0)), st_group = mat >> 1;
+  // One block per warp: the lane's load row (swizzled) in chunk 0 of the warp's block, chunk ch at XOR
+  // ch << 4; its store row in chunk 0 (group 2 warp + st_group, swizzled by the row's low bits), chunk ch
+  // 16 rows further. Both rings' tiles are 1024-byte aligned: adding them leaves bits 4-6 alone.
+  const int ld_key = 32 * warp + 8 * mat + i;
+  const uint32_t ld_lane = ld_key * kRowBytes + ((((ld_key * kRowBytes) / 128) & (kRowBytes / 16 - 1)) << 4);
+  const uint32_t st_lane = st_col * 128 + (((2 * warp + st_group) ^ (st_col & 7)) << 4);
   // The data's row (lane / 4) in the stored matrices: column 2g (selector 0x6420: low bytes of the key
   // pairs) in matrix 0 and 2 if g < 4, else 2g + 1 (0x7531: high bytes).
   const bool odd_first = lane / 4 >= 4;
   const uint32_t sel_a = odd_first ? 0x7531u : 0x6420u, sel_b = odd_first ? 0x6420u : 0x7531u;
+  const auto permute = [&](const uint32_t (&r)[4], uint32_t (&w)[4]) {
+    w[0] = byte_perm_r(r[0], r[1], sel_a), w[1] = byte_perm_r(r[0], r[1], sel_b);
+    w[2] = byte_perm_r(r[2], r[3], sel_a), w[3] = byte_perm_r(r[2], r[3], sel_b);
+  };
   const int items = cta_items<Schedule>(sm);
   int c = 0;  // ring position
   for (int iter = 0; iter < items; ++iter) {
@@ -320,18 +340,32 @@ __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem
       const uint32_t phase = (c / kCfg.stages) & 1;
       mbar_wait(sm.v_full(s), phase);
       if (c >= kCfg.stages) mbar_wait(sm.vt_empty(s), phase ^ 1);
-      const uint32_t src = sm.v(s), dst = sm.vt(s);
+      if constexpr (kBlockPerWarp) {
+        const uint32_t src = sm.v(s) + ld_lane, dst = sm.vt(s) + st_lane;
+        // Two chunks' loads, then their stores (ldmatrix and stmatrix are volatile: they issue in order).
+#pragma unroll
+        for (int ch = 0; ch < kChunks; ch += 2) {
+          uint32_t r[2][4], w[4];
+          ldmatrix_x4_trans(r[0], src ^ (ch << 4));
+          ldmatrix_x4_trans(r[1], src ^ ((ch + 1) << 4));
+          permute(r[0], w);
+          stmatrix_x4(dst + ch * 16 * 128, w);
+          permute(r[1], w);
+          stmatrix_x4(dst + (ch + 1) * 16 * 128, w);
+        }
+      } else {
+        const uint32_t src = sm.v(s), dst = sm.vt(s);
 #pragma unroll 1
-      for (int u = warp; u < kUnits; u += kWarps) {
-        const int ch = u % kChunks, kb = (u / kChunks) * 32;  // the unit's D chunk and first key
-        const int key = kb + 8 * mat + i;
-        const int swz = (key * kRowBytes / 128) & (kRowBytes / 16 - 1);
-        uint32_t r[4];
-        ldmatrix_x4_trans(r, src + key * kRowBytes + ((ch ^ swz) << 4));
-        const uint32_t w[4] = {byte_perm_r(r[0], r[1], sel_a), byte_perm_r(r[0], r[1], sel_b),
-                               byte_perm_r(r[2], r[3], sel_a), byte_perm_r(r[2], r[3], sel_b)};
-        const int d = 16 * ch + st_col, group = kb / 16 + st_group;
-        stmatrix_x4(dst + d * 128 + ((group ^ (d & 7)) << 4), w);
+        for (int u = warp; u < kUnits; u += kWarps) {
+          const int ch = u % kChunks, kb = (u / kChunks) * 32;  // the unit's D chunk and first key
+          const int key = kb + 8 * mat + i;
+          const int swz = (key * kRowBytes / 128) & (kRowBytes / 16 - 1);
+          uint32_t r[4], w[4];
+          ldmatrix_x4_trans(r, src + key * kRowBytes + ((ch ^ swz) << 4));
+          permute(r, w);
+          const int d = 16 * ch + st_col, group = kb / 16 + st_group;
+          stmatrix_x4(dst + d * 128 + ((group ^ (d & 7)) << 4), w);
+        }
       }
       fence_async_shared();  // the writes, before the consumers' wgmma (async proxy) reads them
       mbar_arrive(sm.vt_full(s));

@@ -26,6 +26,7 @@ struct Smem {
   static constexpr int kBlockCols = kCfg.block_cols();  // elements per block row
   static constexpr int kRowBytes = kCfg.row_bytes();    // bytes per block row: the swizzle span
   static constexpr int kVt = kCfg.vt_offset();
+  static constexpr int kVtTileBytes = kCfg.vt_tile_bytes();
   static constexpr int kOStage = kCfg.o_stage_offset();
   static constexpr int kOStageBytes = kCfg.o_stage_bytes();
   static constexpr int kMaskStage = kCfg.mask_stage_offset();
@@ -43,7 +44,7 @@ struct Smem {
   __device__ uint32_t merge_full() const { return k_full(4 * kCfg.stages); }  // a split item's partials are in
   // FP8: V^T of stage s ([D rows][block_n keys], K-major, 128B-swizzled), written by the transposing
   // warps once the TMA load of V into v(s) has landed; its barriers; consumer c's buffer of O.
-  __device__ uint32_t vt(int stage) const { return base + kVt + stage * kTileBytes; }
+  __device__ uint32_t vt(int stage) const { return base + kVt + stage * kVtTileBytes; }
   __device__ uint32_t vt_full(int stage) const { return merge_full() + 8 + 8 * stage; }
   __device__ uint32_t vt_empty(int stage) const { return vt_full(kCfg.stages + stage); }
   __device__ uint32_t o_stage(int consumer) const { return base + kOStage + consumer * kOStageBytes; }
