@@ -206,6 +206,30 @@ TEST(Selection, Fp8InputsRunOnTheFp8KernelsFromSm89AndAreRefusedOnSm80) {
       << r.check.message;
 }
 
+// FP8 on an H100 (132 SMs): the three-consumer E4M3 rows (192-row items; 96-key tiles at D = 128) where
+// their items fill the waves, the two-consumer ones for small grids and short causal rows, as measured
+// on an H200 (wgmma_config.hpp, docs/perf-log.md v13.23).
+TEST(Selection, Fp8TakesTheThreeConsumerRowsWhereTheirItemsFillTheWaves) {
+  const auto consumers = [](int d, long long bh, long long l, bool causal) {
+    const auto c = wgmma_sm90::choose_config(d, bh, l, l, causal, 132, /*fp8=*/true);
+    EXPECT_TRUE(wgmma_sm90::kConfigs[c.row].fp8);
+    EXPECT_EQ(wgmma_sm90::kConfigs[c.row].head_dim, d);
+    return wgmma_sm90::kConfigs[c.row].consumers;
+  };
+  EXPECT_EQ(consumers(128, 4 * 16, 4096, false), 3);   // 600 us against 697
+  EXPECT_EQ(consumers(128, 16 * 16, 1024, false), 3);  // 188 against 194
+  EXPECT_EQ(consumers(128, 32 * 16, 512, false), 2);   // 108.9 against 114.4
+  EXPECT_EQ(consumers(128, 1 * 8, 512, false), 2);     // graph replay 11.5 against 14.2
+  EXPECT_EQ(consumers(128, 4 * 16, 4096, true), 3);    // 357 against 377
+  EXPECT_EQ(consumers(128, 16 * 16, 1024, true), 2);
+  EXPECT_EQ(consumers(64, 4 * 32, 4096, false), 3);    // 960 against 1,135
+  EXPECT_EQ(consumers(64, 32 * 32, 512, false), 3);    // 160 against 181
+  EXPECT_EQ(consumers(64, 1 * 8, 512, false), 2);
+  EXPECT_EQ(consumers(64, 8 * 32, 2048, true), 3);     // 299 against 336
+  EXPECT_EQ(consumers(64, 32 * 32, 512, true), 2);
+  EXPECT_EQ(consumers(64, 16 * 32, 1024, true), 2);
+}
+
 TEST(Selection, AutoLeavesFewClusteredD64ItemsToTheSmallGridVariant) {
   const DeviceInfo h100 = ::h100();
   // (1, 8, 512, 64): 64 items of 64 rows, each CTA's two consumers splitting its 4 K/V tiles.
