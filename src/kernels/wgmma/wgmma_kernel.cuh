@@ -296,10 +296,11 @@ __device__ void load_masks(const CUtensorMap* map, const KernelParams& p, const 
 // How the warps share a tile's units:
 //  - 96-key tiles (three 32-key blocks): warp w takes block w, its D chunks unrolled. The swizzle of a
 //    lane's load row and store row does not depend on the chunk (a multiple of 8 columns), so each address
-//    is a per-tile base XOR or plus a constant. (4,16,4096,128) 607 us against 628-632 with the rolled
+//    is a per-tile base XOR or plus a constant. Unrolled so (then over units w, w + 3, ..., one
+//    instantiation per warp), the 96-key row ran (4,16,4096,128) in 607 us against 628-632 with the rolled
 //    loop below, (16,16,1024,128) 192.7 against 199 (H200, docs/perf-log.md v13.23).
-//  - 128-key tiles: a rolled loop over units w, w + 3, ...; unrolled, with addresses as above, D = 64
-//    causal (32,32,512) ran 146 us against 133.4 (and (4,32,4096,64) 1,112 against 1,142).
+//  - 128-key tiles: a rolled loop over units w, w + 3, ...; unrolled as above, D = 64 causal (32,32,512)
+//    ran 146 us against 133.4 (and (4,32,4096,64) 1,112 against 1,142).
 template <int kIndex, typename Schedule>
 __device__ void transpose_v(const KernelParams& p, const Geometry& g, const Smem<kIndex>& sm) {
   constexpr TileConfig kCfg = kConfigs[kIndex];

@@ -42,8 +42,9 @@ struct Smem {
   __device__ uint32_t k_empty(int stage) const { return k_full(2 * kCfg.stages + stage); }
   __device__ uint32_t v_empty(int stage) const { return k_full(3 * kCfg.stages + stage); }
   __device__ uint32_t merge_full() const { return k_full(4 * kCfg.stages); }  // a split item's partials are in
-  // FP8: V^T of stage s ([D rows][block_n keys], K-major, 128B-swizzled), written by the transposing
-  // warps once the TMA load of V into v(s) has landed; its barriers; consumer c's buffer of O.
+  // FP8: V^T of stage s ([D rows][128 bytes of keys, block_n of them used], K-major, 128B-swizzled),
+  // written by the transposing warps once the TMA load of V into v(s) has landed; its barriers; consumer
+  // c's buffer of O.
   __device__ uint32_t vt(int stage) const { return base + kVt + stage * kVtTileBytes; }
   __device__ uint32_t vt_full(int stage) const { return merge_full() + 8 + 8 * stage; }
   __device__ uint32_t vt_empty(int stage) const { return vt_full(kCfg.stages + stage); }
