@@ -141,6 +141,7 @@ std::vector<KCase> all_cases() {
     cases.push_back({"gqa", shape(1, 6, 3, 130, 190, 128, F), dt, Layout::BSHD, 1.0, true, 1, hh});
     for (int64_t d : {64, 128}) cases.push_back({"large", shape(1, 2, 2, 300, 700, d, F), dt, L, 6.0, true, 1, d == 64 ? h : bh});
     cases.push_back({"biggrid", shape(4, 16, 8, 777, 1000, 128, TL), dt, Layout::BSHD, 1.0, true, 7, bh});
+    cases.push_back({"biggrid", shape(4, 16, 4, 1000, 777, 64, BR), dt, L, 1.0, true, 7, h});
     cases.push_back({"scale", shape(1, 2, 2, 200, 333, 64, F, 0.3), dt, L, 1.0, true, 1, h});
     cases.push_back({"scale", shape(1, 2, 2, 200, 333, 128, TL, -0.2), dt, L, 1.0, true, 1, b});
     cases.push_back({"scale", shape(1, 2, 2, 150, 170, 64, BR, 0.0), dt, L, 1.0, true, 1, hh});

@@ -88,7 +88,7 @@ struct StoreEpilogue {
 
   __device__ void store(const KernelParams& p, const CUtensorMap* to, const Work& w, const Smem<kIndex>& sm,
                         int q_buf, int consumer, int row_lo, int lane, const float (&o)[kCfg.head_dim / 2],
-                        const float (&m)[2], float (&l)[2]) {
+                        const float (&m)[2], float (&l)[2], float o_scale) {
     constexpr int D = kCfg.head_dim;
     // One 64-column block of O: in Q's buffer, block_m rows; in an FP8 row's o_stage, the consumer's 64.
     constexpr int kBlockBytes = (kCfg.fp8 ? 64 : Shape<kIndex>::kBlockM) * 128;
@@ -98,21 +98,34 @@ struct StoreEpilogue {
     const uint32_t rows = kCfg.fp8 ? sm.o_stage(consumer) : sm.q(q_buf) + at * 64 * 128;
     if constexpr (kCfg.fp8) named_sync_warpgroup(kCfg.consumers + 1 + consumer);
     const bool bf16_out = kCfg.fp8 && p.o_dtype == EVOSDPA_DTYPE_BFLOAT16;
+    float inv[2];  // 1 / l, times O's scale (FP8: v_descale)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float inv = inverse_row_sum(l[r]);
+      inv[r] = inverse_row_sum(l[r]) * o_scale;
       store_lse(p, w, row_lo + 8 * r, lane, m[r], l[r]);
-      const int row = 16 * (t / 32) + lane / 4 + 8 * r;  // within the 64; row % 8 == lane / 4
+    }
+    // By stmatrix.x4: 16 columns of the warp's 16 rows per instruction, D / 16 per thread (4-byte stores
+    // were D / 4). Matrix j of step c (even) holds 8-column chunk c + (j >> 1) of rows 8 (j & 1) + 0..7,
+    // which is each thread's accumulator pair 4 (c + (j >> 1)) + 2 (j & 1). Lane L gives the address of
+    // row L % 8 of matrix L / 8: in block c / 8, 16-byte unit ((c + (j >> 1)) % 8) ^ (L % 8), which for
+    // even c is (c % 8) ^ u with u = (j >> 1) ^ (L % 8): a per-lane base XOR a constant per step. Each
+    // matrix's 8 rows fall in 8 different units (no bank conflict).
+    const int mat = lane / 8, i = lane % 8;
+    const uint32_t lane_row =
+        rows + (16 * (t / 32) + 8 * (mat & 1) + i) * 128 + (static_cast<uint32_t>((mat >> 1) ^ i) << 4);
 #pragma unroll
-      for (int c = 0; c < D / 8; ++c) {  // 8-column chunk c: 16-byte unit (c % 8) ^ (row % 8) of its row
-        const int i = 4 * c + 2 * r;
-        uint32_t pair;
+    for (int c = 0; c < D / 8; c += 2) {
+      uint32_t v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int e = 4 * (c + (j >> 1)) + 2 * (j & 1);
+        const float a = o[e] * inv[j & 1], b = o[e + 1] * inv[j & 1];
         if constexpr (kCfg.fp8)
-          pair = bf16_out ? pack2<__nv_bfloat16>(o[i] * inv, o[i + 1] * inv) : pack2<__half>(o[i] * inv, o[i + 1] * inv);
+          v[j] = bf16_out ? pack2<__nv_bfloat16>(a, b) : pack2<__half>(a, b);
         else
-          pair = pack2<T>(o[i] * inv, o[i + 1] * inv);
-        st_shared(rows + (c / 8) * kBlockBytes + row * 128 + (((c % 8) ^ (lane / 4)) * 16) + 4 * (lane & 3), pair);
+          v[j] = pack2<T>(a, b);
       }
+      stmatrix_x4((lane_row ^ ((c % 8) << 4)) + (c / 8) * kBlockBytes, v);
     }
     const int row0 = w.q0 + 64 * at;  // the warpgroup's first row in its sequence
     if constexpr (Seqs::kOwn) {

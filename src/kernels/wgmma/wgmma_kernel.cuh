@@ -691,13 +691,11 @@ __device__ __forceinline__ bool hand_over(const Smem<kIndex>& sm, int consumer, 
   return true;
 }
 
-// Before the epilogue, FP8 rows: O times v_descale, and m less P's offset, so that the epilogue's
-// O / l and lse (m + log2 l) are those of the dequantised inputs.
-template <bool kFp8, int N>
-__device__ __forceinline__ void finish_rows(float (&o)[N], float (&m)[2], float v_descale) {
+// Before the epilogue, FP8 rows: m less P's offset, so that the epilogue's lse (m + log2 l) is that of
+// the dequantised inputs (O's factor, v_descale, goes into the epilogue's 1 / l).
+template <bool kFp8>
+__device__ __forceinline__ void finish_rows(float (&m)[2]) {
   if constexpr (kFp8) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) o[i] *= v_descale;
 #pragma unroll
     for (int r = 0; r < 2; ++r) m[r] -= PForm<true>::kOffset;  // -inf stays -inf
   }
@@ -762,8 +760,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
       epilogue.pass();
       return;
     }
-    finish_rows<kCfg.fp8>(o, m, v_descale);
-    epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
+    finish_rows<kCfg.fp8>(m);
+    epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l, v_descale);
     return;
   }
 
@@ -835,8 +833,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     // After the last P.V: a skipped turn waits for its tile, whose load may need this one's V released.
     for (int j = run.count; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
   }
-  finish_rows<kCfg.fp8>(o, m, v_descale);
-  epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l);
+  finish_rows<kCfg.fp8>(m);
+  epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l, v_descale);
 }
 
 // The consumer warpgroup's work items, with the ring position and the pingpong carried across them.

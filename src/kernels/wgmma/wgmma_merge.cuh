@@ -43,7 +43,9 @@ struct MergeEpilogue {
   __device__ void first_s_done(const Smem<kIndex>&) {}
 
   __device__ void store(const KernelParams& p, const CUtensorMap*, const Work& w, const Smem<kIndex>& sm, int,
-                        int consumer, int, int lane, const float (&o)[D / 2], const float (&m)[2], float (&l)[2]) {
+                        int consumer, int, int lane, const float (&o)[D / 2], const float (&m)[2], float (&l)[2],
+                        float /* o_scale: 1, FP8 rows never split an item */) {
+    static_assert(!kCfg.fp8, "FP8 rows take whole items (supports()): O's scale is 1 here");
     const int n = static_cast<int>(cluster_size()), rank = static_cast<int>(cluster_rank());
     const int slice = kBlockM / n;  // rows per owner (n divides 64, 128 and 192)
     const int t = threadIdx.x % 128, warp = t / 32;
