@@ -81,7 +81,8 @@ Check check_pointers(const evosdpa_params_t& p, const DeviceInfo& dev) {
       {"q_descale", no_q ? nullptr : p.q_descale}, {"k_descale", no_q || no_kv ? nullptr : p.k_descale},
       {"v_descale", no_q || no_kv ? nullptr : p.v_descale},
       {"seqused_k", no_q ? nullptr : p.seqused_k}, {"page_table", no_q || no_kv ? nullptr : p.page_table},
-      {"cu_seqlens_q", no_q ? nullptr : p.cu_seqlens_q}, {"cu_seqlens_k", no_q ? nullptr : p.cu_seqlens_k}};
+      {"cu_seqlens_q", no_q ? nullptr : p.cu_seqlens_q}, {"cu_seqlens_k", no_q ? nullptr : p.cu_seqlens_k},
+      {"mask", no_q || no_kv ? nullptr : p.mask}, {"alibi_slopes", no_q ? nullptr : p.alibi_slopes}};
   for (const auto& [name, ptr] : ptrs)
     if (Check c = check_pointer(name, ptr, dev); !c.ok()) return c;
   return {};

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "common/cases.hpp"
 #include "gpu/gpu_harness.hpp"
 #include "host/accuracy_check.hpp"
 
@@ -28,6 +29,41 @@ TEST(DeviceApi, HostPointerIsRefused) {
   const auto r = evosdpa::attention_forward(p);
   EXPECT_EQ(r.status, EVOSDPA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(r.message.find("k is host memory"), std::string::npos) << r.message;
+}
+
+// The mask tensor and the ALiBi slopes are read by the kernels like q: host memory, malloc'd or pinned, is
+// refused naming the field, by supports() too, instead of reaching a kernel (where pageable memory is an
+// illegal address, which loses the context, and TMA cannot read pinned memory).
+TEST(DeviceApi, HostMaskAndAlibiSlopesAreRefused) {
+  const Shape s = test_cases::with_alibi(test_cases::with_mask(small_shape(), EVOSDPA_MASK_ADDITIVE), true);
+  DeviceProblem prob(s, EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, random_inputs(s, EVOSDPA_DTYPE_BFLOAT16, 1.0, 7), true);
+  const auto p = prob.params();
+  constexpr size_t kBytes = 1 << 16;  // never read: the checks only ask what memory the pointer is
+  std::vector<uint8_t> paged(kBytes + 16);
+  void* pinned = nullptr;
+  CUDA_OK(cudaMallocHost(&pinned, kBytes));
+  // 16-byte aligned, as every kernel's alignment rule wants, so that only the memory's kind is wrong.
+  void* malloced = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(paged.data()) + 15) & ~uintptr_t{15});
+  for (void* host : {malloced, pinned}) {
+    for (const char* kernel : {"auto", "reference"}) {
+      auto q = p;
+      q.mask = host;
+      auto r = evosdpa::supports(q, kernel);
+      // ASSERT: without the check the forward below would launch on host memory.
+      ASSERT_EQ(r.status, EVOSDPA_ERROR_INVALID_ARGUMENT) << kernel << ": " << r.message;
+      EXPECT_NE(r.message.find("mask is host memory"), std::string::npos) << r.message;
+      EXPECT_EQ(evosdpa::attention_forward(q, nullptr, kernel).status, EVOSDPA_ERROR_INVALID_ARGUMENT) << kernel;
+      q = p;
+      q.alibi_slopes = static_cast<const float*>(host);
+      r = evosdpa::supports(q, kernel);
+      ASSERT_EQ(r.status, EVOSDPA_ERROR_INVALID_ARGUMENT) << kernel << ": " << r.message;
+      EXPECT_NE(r.message.find("alibi_slopes is host memory"), std::string::npos) << r.message;
+      EXPECT_EQ(evosdpa::attention_forward(q, nullptr, kernel).status, EVOSDPA_ERROR_INVALID_ARGUMENT) << kernel;
+    }
+  }
+  CUDA_OK(cudaFreeHost(pinned));
+  ASSERT_TRUE(evosdpa::attention_forward(p).ok());  // the device copies are taken
+  CUDA_OK(cudaDeviceSynchronize());
 }
 
 TEST(DeviceApi, PointerOnAnotherDeviceIsRefused) {
