@@ -51,7 +51,8 @@ struct TensorView {
   const void* ptr;
   int64_t sizes[4];
   int64_t strides[4];
-  bool empty() const { return sizes[0] * sizes[1] * sizes[2] * sizes[3] == 0; }
+  // Each size tested alone: their product can overflow int64 (to 0, say) while none is 0.
+  bool empty() const { return sizes[0] == 0 || sizes[1] == 0 || sizes[2] == 0 || sizes[3] == 0; }
 };
 // q, k, v, o in that order.
 std::array<TensorView, 4> tensors(const evosdpa_params_t& p);

@@ -51,6 +51,14 @@ TEST(Validation, NullPointersAllowedForEmptyTensors) {
   expect_error(p2, EVOSDPA_ERROR_INVALID_ARGUMENT, "o is a null pointer");
 }
 
+// Sizes whose product passes 2^63 (here exactly 2^64, which int64 arithmetic would wrap to 0) are a
+// tensor with elements: a null q is still refused.
+TEST(Validation, NullPointerOfAHugeTensor) {
+  auto p = valid_params(int64_t{1} << 30, int64_t{1} << 27, 1, 1, 128);
+  p.q = nullptr;
+  expect_error(p, EVOSDPA_ERROR_INVALID_ARGUMENT, "q is a null pointer");
+}
+
 TEST(Validation, NegativeSizes) {
   const char* names[] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim"};
   for (int i = 0; i < 6; ++i) {
