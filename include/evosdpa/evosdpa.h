@@ -305,9 +305,10 @@ typedef struct evosdpa_params {
  *   overlap o or lse.
  * Served by "wgmma_sm90" (fp16 and bf16 inputs; the mask's pointer and its non-zero strides 16-byte
  *   aligned, since it copies the mask in 16-byte chunks; with a sliding window, a softcap or both, or
- *   ALiBi, and a softmax_scale other than 0), "mma_sm80" (the pointer and non-zero strides aligned to a
- *   pair of elements; with a sliding window, a softcap or both, or ALiBi, any scale) and "reference"
- *   (everything above); the others refuse it (NOT_SUPPORTED).
+ *   ALiBi, and a softmax_scale of magnitude above about 2e-39, whose reciprocal it multiplies the bias
+ *   by), "mma_sm80" (the pointer and non-zero strides aligned to a pair of elements; with a sliding
+ *   window, a softcap or both, or ALiBi, any scale) and "reference" (everything above); the others refuse
+ *   it (NOT_SUPPORTED).
  */
 
 /*
@@ -324,9 +325,9 @@ typedef struct evosdpa_params {
  *   set shared by the batch; 4-byte aligned, not overlapping o or lse. A stride without slopes, a negative
  *   stride or a misaligned pointer: INVALID_ARGUMENT; FP8 inputs or the backward: NOT_SUPPORTED.
  * Served by "wgmma_sm90" (fp16 and bf16 inputs, padded or packed batches, seqused_k; a mask tensor but no
- *   sliding window or softcap with it, and a softmax_scale other than 0), "mma_sm80" (the same, any
- *   scale) and "reference" (everything above, a page_table included); the others refuse it
- *   (NOT_SUPPORTED).
+ *   sliding window or softcap with it, and a softmax_scale of magnitude above about 2e-39),
+ *   "mma_sm80" (the same, any scale) and "reference" (everything above, a page_table included); the
+ *   others refuse it (NOT_SUPPORTED).
  */
 
 /*

@@ -135,6 +135,30 @@ TEST(Selection, AlibiRunsOnlyOnTheKernelsWithIt) {
   EXPECT_EQ(name_of(select_any_arch(masked, h100, "auto")), "mma_sm80");
 }
 
+// wgmma_sm90 multiplies a bias by log2(e) / scale_log2: a (subnormal) scale below about 2e-39 makes that
+// infinite and a zero bias NaN, so it refuses such scales as it refuses 0 (mma_sm80 adds the bias after the
+// scale); a small normal scale stays.
+TEST(Selection, WgmmaRefusesABiasOverAScaleWithAnInfiniteReciprocal) {
+  const DeviceInfo h100 = ::h100();
+  auto masked = valid_params();
+  masked.mask = reinterpret_cast<const void*>(uintptr_t{0x60000000});
+  masked.mask_type = EVOSDPA_MASK_ADDITIVE;
+  masked.mask_seq_stride = 512;
+  auto alibi = valid_params();
+  alibi.alibi_slopes = reinterpret_cast<const float*>(uintptr_t{0x50000004});
+  for (evosdpa_params_t p : {masked, alibi}) {
+    p.softmax_scale = 1e-39f;
+    const Selection s = select_any_arch(p, h100, "wgmma_sm90");
+    EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(s.check.message.find("softmax_scale whose reciprocal is infinite"), std::string::npos) << s.check.message;
+    EXPECT_EQ(name_of(select_any_arch(p, h100, "auto")), "mma_sm80");
+    p.softmax_scale = -1e-39f;
+    EXPECT_EQ(name_of(select_any_arch(p, h100, "auto")), "mma_sm80");
+    p.softmax_scale = 1e-30f;
+    EXPECT_EQ(name_of(select_any_arch(p, h100, "auto")), "wgmma_sm90");
+  }
+}
+
 TEST(Selection, AutoPicksTensorCoresOnSm80AndNewer) {
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
     for (int64_t d : {64, 128}) {

@@ -1,9 +1,11 @@
 // The Hopper family in the registry (wgmma + TMA + warp specialisation, sm_90a): what it supports (TMA's
 // rules on addresses and strides, shared memory, grid size), when "auto" prefers it, and its entry
 // points. It is the registry's first family: "auto" takes it on Hopper for grids of at least one wave.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
+#include "dispatch.hpp"
 #include "kernels/family.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_dispatch.hpp"
@@ -46,9 +48,15 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   // ALiBi's kernels (score_mods.cuh) have it alone or with a mask tensor.
   if (uses_alibi(p) && (uses_window(p) || uses_softcap(p)))
     return refuse(who + "ALiBi with a sliding window or softcap (reference runs them together)");
-  // They preload the bias into S in raw score units, over the scale (wgmma_mask.cuh, wgmma_alibi.cuh).
-  if ((uses_mask(p) || uses_alibi(p)) && p.softmax_scale == 0.f)  // (NaN, the default, is 1/sqrt(head_dim))
-    return refuse(who + (uses_mask(p) ? "a mask tensor" : "ALiBi") + " with softmax_scale 0 (reference runs it)");
+  // They preload the bias into S in raw score units, times log2(e) / scale_log2 (wgmma_mask.cuh,
+  // wgmma_alibi.cuh): where that is infinite (a scale of 0 or a subnormal one), a zero bias would be NaN.
+  if (uses_mask(p) || uses_alibi(p)) {
+    const float scale_log2 = make_kernel_params(p).scale_log2;
+    if (!std::isfinite(1.4426950408889634f / scale_log2))
+      return refuse(who + (uses_mask(p) ? "a mask tensor" : "ALiBi") +
+                    " with a softmax_scale whose reciprocal is infinite (0, or below about 2e-39 in magnitude; "
+                    "reference runs it)");
+  }
   if (const Check c = check_tensor_row_alignment(mask_view(p), mask_elem_bytes(p), kTmaAlign); !c.ok())
     return refuse(who + c.message + " (TMA loads the mask; reference takes any alignment)");
   const wgmma_sm90::Choice choice = choice_for(p, dev);
