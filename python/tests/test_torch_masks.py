@@ -7,9 +7,9 @@ diagonal key i with a top-left causal mask and i + Lk - Lq otherwise (FlashAtten
 with the causal mask; a softcap c caps the scaled scores to c * tanh(s / c) before the masks. Window sizes
 0, 1, odd and larger than the sequence, each side alone and both, with each causal alignment and none,
 rows that see no key (exactly 0 with lse -inf), softcaps 30 and 50 on scores in the tens, grouped heads,
-BSHD, every kernel that has them; that the rule rejects a window one key too wide; that kernels without
-them refuse by name; packed sequences and a KV cache per sequence; torch.compile, opcheck; the gradient's
-NotImplementedError. Without a GPU: the argument checks."""
+BSHD, size-1 dimensions at any stride, every kernel that has them; that the rule rejects a window one key
+too wide; that kernels without them refuse by name; packed sequences and a KV cache per sequence;
+torch.compile, opcheck; the gradient's NotImplementedError. Without a GPU: the argument checks."""
 import math
 
 import pytest
@@ -90,6 +90,22 @@ def test_bshd_and_scale(rng):
     mask = window_mask(333, 271, 20, 9, False, "top_left", q.device)
     check_attention(out.transpose(1, 2), q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=-0.2,
                     mask=mask, softcap=30.0, rng=rng, what="bshd")
+
+
+@needs_gpu
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("d", [64, 128])
+def test_size_one_dimensions_take_any_stride(kernel, d, rng):
+    """A size-1 dimension's stride is never used, whatever it is: q (2, 1, 1, D) viewed from (2, D, 1, 1), whose
+    head and seq strides are 1 (contiguous to PyTorch), and K/V's single head at stride 3, with a softcap
+    (which runs on wgmma_sm90 on Hopper, where such strides once failed the launch)."""
+    runs_here(kernel)
+    q = rng.randn(2, d, 1, 1, dtype=torch.bfloat16, std=3.0).permute(0, 2, 3, 1)
+    assert q.is_contiguous() and q.stride() == (d, 1, 1, 1)
+    k, v = (rng.randn(2, 300, d, dtype=torch.bfloat16, std=3.0).as_strided((2, 1, 300, d), (300 * d, 3, d, 1))
+            for _ in range(2))
+    out, lse = evosdpa.attention(q, k, v, softcap=30.0, return_lse=True, kernel=kernel)
+    check_attention(out, q, k, v, softcap=30.0, lse=lse, rng=rng, what=f"{kernel} D={d}")
 
 
 @needs_gpu

@@ -123,6 +123,43 @@ TEST(DeviceApi, MisalignedInputsFallBackToTheReferenceKernelCorrectly) {
   EXPECT_TRUE(v.pass) << v.message << " (seed " << e.seed << ")";
 }
 
+// A dimension of size 1 is never stepped over, so its stride may be anything: supports() checks only the
+// longer dimensions' strides, and the launch must accept what it accepted (wgmma_sm90's TMA maps want
+// strides that are multiples of 16 bytes). q and o [2, 1, 1, D] with head and seq strides of 1 (PyTorch's
+// for a [2, 1, 1, D] view of [2, D], which it calls contiguous) and K/V's single head at a stride of 3,
+// with a softcap (wgmma_sm90 on Hopper); a mask [1, 1, 1, 100] with mask_seq_stride 100 at seqlen_q 1.
+TEST(DeviceApi, SizeOneDimensionsTakeAnyStride) {
+  for (const bool mask : {false, true}) {
+    Shape s;
+    s.batch = 2, s.heads_q = s.heads_kv = 1, s.seqlen_q = 1, s.seqlen_k = mask ? 100 : 300, s.head_dim = 64;
+    s = mask ? test_cases::with_mask(s, EVOSDPA_MASK_ADDITIVE, false, false, true)
+             : test_cases::with_mods(s, -1, -1, 30.0);
+    const Expected e = make_expected(s, EVOSDPA_DTYPE_BFLOAT16, 3.0, 1, case_seed(base_seed(), "size_one_dims"));
+    DeviceProblem prob(s, EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, e.in, true);
+    auto p = prob.params();
+    if (mask) {
+      p.mask_seq_stride = 100;  // 200 bytes: not a multiple of 16, and never stepped over
+    } else {
+      p.q_head_stride = p.q_seq_stride = p.o_head_stride = p.o_seq_stride = 1;
+      p.k_head_stride = p.v_head_stride = 3;
+    }
+    for (const char* kernel : {"auto", "wgmma_sm90", "mma_sm80", "reference"}) {
+      const auto r = evosdpa::supports(p, kernel);
+      if (!r.ok()) {
+        EXPECT_NE(std::string(kernel), "auto") << r.message;
+        continue;
+      }
+      prob.poison();
+      const auto run = evosdpa::attention_forward(p, nullptr, kernel);
+      ASSERT_TRUE(run.ok()) << kernel << " (" << r.kernel << "), mask " << mask << ": " << run.message;
+      CUDA_OK(cudaDeviceSynchronize());
+      const std::vector<float> lse = prob.lse();
+      const Verdict v = check_attention(s, EVOSDPA_DTYPE_BFLOAT16, e, prob.output(), &lse);
+      EXPECT_TRUE(v.pass) << kernel << ", mask " << mask << ": " << v.message << " (seed " << e.seed << ")";
+    }
+  }
+}
+
 TEST(DeviceApi, OutputOverlappingAnInputIsRefusedBeforeAnyLaunch) {
   const Shape s = small_shape();
   DeviceProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, random_inputs(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 5), true);

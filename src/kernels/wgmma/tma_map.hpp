@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 
 namespace evosdpa::detail::wgmma_sm90 {
@@ -18,6 +19,12 @@ struct TensorGeometry {
   int64_t batch, heads, seqlen, head_dim;
   int64_t batch_stride, head_stride, seq_stride;  // elements; head_dim is contiguous
 };
+
+// The byte strides of the seq, head and batch dimensions the map is encoded with (`elem_bytes` per
+// element): the tensor's own, except that a dimension of size 1 gets the span of those inside it (its
+// stride is never used), so that all are non-zero multiples of 16 bytes whenever those of the dimensions
+// longer than 1 are (supports() checks those).
+std::array<cuuint64_t, 3> tma_strides(const TensorGeometry& t, cuuint64_t elem_bytes);
 
 // cudaSuccess, or the error that stopped the encoding (cudaErrorInvalidValue when the driver refused
 // the map: selection's supports() keeps that from happening for accepted calls).
