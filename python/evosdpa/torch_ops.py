@@ -245,9 +245,16 @@ def _window_size(window_size) -> Tuple[int, int]:
         raise TypeError(f"evosdpa: window_size must be a pair of ints (left, right), -1 for no bound, got "
                         f"{window_size!r}")
     left, right = (int(w) for w in window_size)
-    if left < -1 or right < -1:
-        raise ValueError(f"evosdpa: window_size {(left, right)}: each bound is >= 0 keys, or -1 for none")
+    _check_op_window(left, right)
     return left, right
+
+
+def _check_op_window(window_left: int, window_right: int) -> None:
+    """The ops' window bounds (what _window_size passes them): >= -1 each. Shared by the real and the fake
+    implementations: _set_mods would take a bound below -1 for no bound, silently."""
+    if window_left < -1 or window_right < -1:
+        raise ValueError(f"evosdpa: window_size {(window_left, window_right)}: each bound is >= 0 keys, or -1 for "
+                         f"none")
 
 
 def _user_softcap(softcap) -> float:
@@ -403,6 +410,7 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, descales, out_dtype)
     _check_op_scale(scale)
+    _check_op_window(window_left, window_right)
     _check_mask(attn_mask, q, k, layout)
     (b, hq, _, _), _ = _dims(q, layout)
     _check_alibi(alibi_slopes, q, b, hq)
@@ -429,6 +437,7 @@ def _attention_fwd_fake(q, k, v, causal, scale, return_lse, layout, kernel, q_de
     _check(q, k, v, layout)
     _check_fp8(q, k, layout, (q_descale, k_descale, v_descale), out_dtype)
     _check_op_scale(scale)
+    _check_op_window(window_left, window_right)
     _check_mask(attn_mask, q, k, layout)
     (b, h, lq, _), _ = _dims(q, layout)
     _check_alibi(alibi_slopes, q, b, h)
@@ -742,6 +751,7 @@ def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     raises NotImplementedError."""
     _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
     _check_op_scale(scale)
+    _check_op_window(window_left, window_right)
     _check_alibi(alibi_slopes, q, q.shape[0], q.shape[2])
     out, lse = _kvcache_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
     p = _lib.new_params()
@@ -773,6 +783,7 @@ def _attention_kvcache_fake(q, k_cache, v_cache, cache_seqlens, block_table, cau
                             kernel, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
     _check_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, num_splits)
     _check_op_scale(scale)
+    _check_op_window(window_left, window_right)
     _check_alibi(alibi_slopes, q, q.shape[0], q.shape[2])
     return _kvcache_outputs(q, return_lse, q.new_empty)
 
@@ -967,6 +978,7 @@ def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_se
     float32 [Hq, total_q]. Not differentiable: its autograd formula raises NotImplementedError."""
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
     _check_op_scale(scale)
+    _check_op_window(window_left, window_right)
     _check_alibi(alibi_slopes, q, cu_seqlens_q.shape[0] - 1, q.shape[1])
     _lib.require_fields("varlen")
     out, lse = _varlen_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
@@ -998,6 +1010,7 @@ def _attention_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_s
                            return_lse, kernel, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None):
     _check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k)
     _check_op_scale(scale)
+    _check_op_window(window_left, window_right)
     _check_alibi(alibi_slopes, q, cu_seqlens_q.shape[0] - 1, q.shape[1])
     return _varlen_outputs(q, return_lse, q.new_empty)
 

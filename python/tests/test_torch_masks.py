@@ -200,7 +200,62 @@ def test_torch_compile_and_opcheck(rng):
                                None, True, 31, -1, 30.0))
 
 
+def window_op_calls(q, kv, bshd_q, bshd_kv, packed_q, packed_kv, cu_q, cu_k):
+    """Calls of the three raw ops with a window (left, right): q, kv [1, 2, Lq|Lk, 64] (bhsd), the same as
+    [1, L, 2, 64] (bshd) and [L, 2, 64] (packed), cu_q, cu_k: int32 [2] (one sequence)."""
+    nan = math.nan
+    return [
+        lambda w: torch.ops.evosdpa.attention_fwd(q, kv, kv, 0, nan, False, "bhsd", "auto", None, None, None, None,
+                                                  True, *w),
+        lambda w: torch.ops.evosdpa.attention_kvcache(bshd_q, bshd_kv, bshd_kv, None, None, 0, nan, 0, False, "auto",
+                                                      *w),
+        lambda w: torch.ops.evosdpa.attention_varlen(packed_q, packed_kv, packed_kv, cu_q, cu_k, None, 16, 32, 0, nan,
+                                                     False, "auto", *w),
+    ]
+
+
+BAD_OP_WINDOWS = [(-5, -1), (0, -2)]
+
+
+@needs_gpu
+def test_the_ops_refuse_a_window_bound_below_minus_one_eagerly_and_compiled(rng):
+    """The raw ops check their window bounds as the public functions do: a bound below -1 is a ValueError,
+    eagerly and under torch.compile (whose fake implementations check them too), not "no window"."""
+    q, kv = rng.randn(1, 2, 16, 64, dtype=torch.float16), rng.randn(1, 2, 32, 64, dtype=torch.float16)
+    bshd_q, bshd_kv = q.transpose(1, 2).contiguous(), kv.transpose(1, 2).contiguous()
+    cu_q = torch.tensor([0, 16], dtype=torch.int32, device=q.device)
+    cu_k = torch.tensor([0, 32], dtype=torch.int32, device=q.device)
+    calls = window_op_calls(q, kv, bshd_q, bshd_kv, bshd_q[0], bshd_kv[0], cu_q, cu_k)
+    for call in calls:
+        call((4, -1))  # a valid window runs
+        for window in BAD_OP_WINDOWS:
+            with pytest.raises(ValueError, match=rf"window_size \({window[0]}, {window[1]}\)"):
+                call(window)
+            torch._dynamo.reset()
+            compiled = torch.compile(lambda: call(window), fullgraph=True)
+            # Dynamo may wrap the fake implementation's ValueError in its own RuntimeError; the message stays.
+            with pytest.raises((ValueError, RuntimeError), match=rf"window_size \({window[0]}, {window[1]}\)"):
+                compiled()
+
+
 # ---- without a GPU ---------------------------------------------------------------------------------------
+
+
+def test_the_ops_fake_implementations_refuse_a_window_bound_below_minus_one():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        def cuda(*shape, dtype=torch.float16):
+            return torch.empty(shape, dtype=dtype, device="cuda")
+
+        calls = window_op_calls(cuda(1, 2, 16, 64), cuda(1, 2, 32, 64), cuda(1, 16, 2, 64), cuda(1, 32, 2, 64),
+                                cuda(16, 2, 64), cuda(32, 2, 64), cuda(2, dtype=torch.int32),
+                                cuda(2, dtype=torch.int32))
+        for call in calls:
+            call((4, -1))
+            for window in BAD_OP_WINDOWS:
+                with pytest.raises(ValueError, match=rf"window_size \({window[0]}, {window[1]}\)"):
+                    call(window)
 
 
 @pytest.mark.parametrize("window, exc", [((1,), TypeError), ((1, 2, 3), TypeError), ((1.5, 2), TypeError),
