@@ -298,11 +298,7 @@ typedef struct evosdpa_params {
  *   The mask applies on top of the causal mask, the sliding window and the sequence's keys. A row that
  *   sees no key, or whose every score is -inf, gets O = 0 and lse = -inf (PyTorch's math backend gives
  *   NaN there; FlashAttention and PyTorch's fused kernels 0). A finite bias such as -65504 (transformers'
- *   finfo.min) is a bias like any other: the row's softmax runs over its biased scores; bf16's finfo.min
- *   (-3.39e38) too: a row of it gets the average of its keys' V (each score rounds to the bias alone).
- *   That row's lse (the bias plus log(keys) on "reference") is past what the fast kernels' scaled
- *   log2-domain floats hold: theirs is finite and far below any other, at most about
- *   -3.4e38 * min(|softmax_scale|, 1/6).
+ *   finfo.min) is a bias like any other: the row's softmax runs over its biased scores.
  * A mask without mask_type, a mask_type without a mask, a mask_type other than these, or a negative
  *   stride: INVALID_ARGUMENT. Not with FP8 inputs, cu_seqlens_q/k, seqused_k or a page_table, nor in the
  *   backward (NOT_SUPPORTED). The mask is device memory the kernels read (never written); it may not

@@ -47,17 +47,14 @@ struct MaskFragment<T, BN, kKind, true> {
   }
 
   // Element e (row e >> 1, key + (e & 1)) of group n applied to the scaled score x (log2 domain): a
-  // hidden key's score to -inf, or the bias (times log2(e)) added, rounded toward zero: a finite bias
-  // stays finite (bf16's finfo.min, -3.39e38, which transformers writes, times log2(e) is past float's
-  // range and would round to -inf, hiding the key; toward zero it stops at -FLT_MAX), while +-inf stay
-  // infinite (evosdpa.h: a finite bias is a bias). One FFMA either way.
+  // hidden key's score to -inf, or the bias (times log2(e)) added.
   __device__ __forceinline__ float apply(float x, int n, int e) const {
     const uint32_t v = pairs[n][e >> 1];
     if constexpr (kBool) {
       return ((v >> (8 * (e & 1))) & 0xffu) != 0 ? x : -INFINITY;
     } else {
       const float2 bias = unpack2<T>(v);
-      return __fmaf_rz(e & 1 ? bias.y : bias.x, 1.4426950408889634f, x);
+      return x + (e & 1 ? bias.y : bias.x) * 1.4426950408889634f;
     }
   }
 };

@@ -152,36 +152,24 @@ struct MaskTileOn {
   // the warpgroup's turn, off the softmax's path): the bias in raw score units, bias * inv_scale
   // (kAdditive), or 0 and `hidden` where the byte is 0 (kBool): -inf, or +inf for a negative scale, which
   // the softmax multiplies in first (scores_to_probs).
-  // A finite bias stays finite (evosdpa.h: a finite bias is a bias), in raw units and once the softmax
-  // has multiplied it by scale_log2 = log2(e) / inv_scale: bf16's finfo.min (-3.39e38, which transformers
-  // writes) over a scale of 1/8 is past float's range, and -inf would hide the key. So the product is
-  // rounded toward zero, which stops at +-FLT_MAX and keeps +-inf infinite, with a power of two
-  // k > 2 |scale_log2| taken out of it and put back exactly after: |raw| <= FLT_MAX / k, and
-  // |raw * scale_log2| stays below about FLT_MAX / 2. One FMUL more per element (k = 1 for scales below
-  // ln(2) / 2, 1/sqrt(head_dim) among them).
   __device__ __forceinline__ void preload(float (&s)[kBlockN / 2], float inv_scale, float hidden, bool one_row) {
     if constexpr (kPreloads) {
-      if constexpr (kBool) {
+      if constexpr (kBool)
         read<kBlockN / 2>(one_row, [&](int i, uint32_t seen) { s[i] = seen != 0 ? 0.f : hidden; });
-      } else {
-        int e;
-        frexpf(2.f * 1.4426950408889634f / inv_scale, &e);  // 2 |scale_log2| < 2^e
-        const float up = ldexpf(inv_scale, max(e, 0)), down = ldexpf(1.f, -max(e, 0));
-        read<kBlockN / 2>(one_row, [&](int i, float bias) { s[i] = __fmul_rz(bias, up) * down; });
-      }
+      else
+        read<kBlockN / 2>(one_row, [&](int i, float bias) { s[i] = bias * inv_scale; });
     }
   }
 
   // The capped scores (in the log2 domain: softcap_log2) with the mask on them: the bias times log2(e)
-  // added, rounded toward zero so that a finite bias stays finite (as in preload), or -inf where the byte
-  // is 0. On the softmax's path (loaded while the previous tile ran).
+  // added, or -inf where the byte is 0. On the softmax's path (loaded while the previous tile ran).
   template <int N>
   __device__ __forceinline__ void apply(float (&s)[N], bool one_row) {
     if constexpr (kApplies) {
       if constexpr (kBool)
         read<N>(one_row, [&](int i, uint32_t seen) { s[i] = seen != 0 ? s[i] : -INFINITY; });
       else
-        read<N>(one_row, [&](int i, float bias) { s[i] = __fmaf_rz(bias, 1.4426950408889634f, s[i]); });
+        read<N>(one_row, [&](int i, float bias) { s[i] = fmaf(bias, 1.4426950408889634f, s[i]); });
     }
   }
 };
