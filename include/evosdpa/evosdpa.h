@@ -299,11 +299,13 @@ typedef struct evosdpa_params {
  *   sees no key, or whose every score is -inf, gets O = 0 and lse = -inf (PyTorch's math backend gives
  *   NaN there; FlashAttention and PyTorch's fused kernels 0). A finite bias such as -65504 (transformers'
  *   fp16 finfo.min) is a bias like any other: the row's softmax runs over its biased scores. Known
- *   limit: biases of magnitude above about 1.5e9 are exact on "reference" only. On "mma_sm80" and
- *   "wgmma_sm90" one whose product with log2(e) (on "wgmma_sm90" without a softcap, with 1 /
- *   softmax_scale) leaves float's range, bf16's finfo.min (-3.39e38) among them, hides its key like -inf
- *   (a row of nothing else: O = 0 there, the average of V on "reference"); on "wgmma_sm90" without a
- *   softcap a row whose every key carries a bias between about 1.5e9 and that may give NaN or 0.
+ *   limit, for biases beyond about +-7.4e8 (2^30 ln 2; bf16 holds them, fp16 stops at 65504): on
+ *   "mma_sm80" and "wgmma_sm90" one whose product with log2(e) (on "wgmma_sm90" without a softcap,
+ *   with 1 / softmax_scale) leaves float's range, bf16's finfo.min (-3.39e38) among them, hides its key
+ *   like -inf; on "wgmma_sm90" without a softcap a row whose largest biased score lies beyond +-7.4e8
+ *   gets O = 0 and lse = -inf, as a row that sees no key (keys below -7.4e8 beside one above it weigh
+ *   nothing anyway). "reference", and "mma_sm80" within float's range, run the softmax over such scores
+ *   (a row all at one large bias: the average of V). Never NaN from a finite bias.
  * A mask without mask_type, a mask_type without a mask, a mask_type other than these, or a negative
  *   stride: INVALID_ARGUMENT. Not with FP8 inputs, cu_seqlens_q/k, seqused_k or a page_table, nor in the
  *   backward (NOT_SUPPORTED). The mask is device memory the kernels read (never written); it may not

@@ -102,7 +102,9 @@ def reference(q, k, v, causal=False, alignment="top_left", scale=None, mask=None
     k, v = _expand_heads(q, k, v)
     s = _scores64(q, k, causal, alignment, scale, mask, softcap, bias)
     lse = torch.logsumexp(s, dim=-1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
+    # Normalised by the sum, not as exp(s - lse): a row whose scores are all near -3.4e38 (bf16's finfo.min
+    # as a bias) has an lse that rounds away its log(number of keys), and exp(s - lse) would sum to that.
+    p = torch.softmax(s, dim=-1).nan_to_num(0.0)
     return p @ v.double(), lse
 
 

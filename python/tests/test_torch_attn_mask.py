@@ -82,6 +82,44 @@ def test_matches_float64(kernel, dtype, case, rng):
 
 
 @needs_gpu
+@pytest.mark.parametrize("scale, softcap", [(None, 0.0), (1.0, 0.0), (-0.3, 0.0), (None, 30.0)])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_biases_past_float_range_never_give_nan(kernel, scale, softcap, rng):
+    """bf16 holds biases far past what a float32 softmax tells apart (evosdpa.h, the "known limit"). A row
+    whose huge biases cover only its first tiles (a padded prefix at -1e10 and the like, common mask
+    values) matches float64 like any other row: on wgmma_sm90 the folded exponent gave P = inf on those
+    tiles and a NaN row once later keys moved its max. A row of nothing but such biases may read as a row
+    that sees no key (O = 0, lse = -inf), or average V, never NaN."""
+    runs_here(kernel)
+    dtype, lq, lk = torch.bfloat16, 96, 700
+    q, k, v = (rng.randn(1, 2, n, 64, dtype=dtype) for n in (lq, lk, lk))
+    bias = rng.randn(1, 1, lq, lk, dtype=dtype, std=2.0)
+    lowest = torch.finfo(dtype).min
+    bias[..., 7, ::3] = lowest        # a third of the keys at finfo.min
+    bias[..., 9, :] = lowest          # all keys but one
+    bias[..., 9, 123] = 1.0
+    bias[..., 11, :] = float("-inf")  # every key hidden: O = 0, lse = -inf
+    bias[..., 19, 200:] = -1e30       # ordinary keys first, then huge ones
+    for i in range(16):               # padded prefixes over two and a half 128-key tiles, 16 magnitudes
+        bias[..., 20 + i, :300] = -(10.0 ** (10 + i))
+    huge = [5, 13, 17]                # rows of nothing else: out of range (evosdpa.h)
+    for row, value in zip(huge, (lowest, -1e20, -1e10)):
+        bias[..., row, :] = value
+    out, lse = evosdpa.attention(q, k, v, attn_mask=bias, scale=scale, softcap=softcap, return_lse=True,
+                                 kernel=kernel)
+    what = f"{kernel} scale {scale} softcap {softcap}"
+    ordinary = torch.ones(lq, dtype=torch.bool, device=q.device)
+    ordinary[huge] = False
+    check_attention(out[..., ordinary, :], q[..., ordinary, :], k, v, scale=scale, softcap=softcap,
+                    lse=lse[..., ordinary], bias=bias[..., ordinary, :], rng=rng, what=what)
+    rows, row_lse = out[..., huge, :].float(), lse[..., huge]
+    # O = 0 or an average of V's rows; lse = -inf or far below every other, never NaN.
+    assert torch.isfinite(rows).all() and rows.abs().max() <= v.float().abs().max() * 1.01, f"{what}: {rows}"
+    assert (torch.isneginf(row_lse) | (row_lse < -5e8)).all(), f"{what}: lse {row_lse}"
+    assert not out[..., 11, :].ne(0).any(), f"{what}: O is not exactly 0 on the row whose keys are all hidden"
+
+
+@needs_gpu
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_rule_rejects_a_mask_read_one_key_over(kernel, rng):
     runs_here(kernel)

@@ -433,7 +433,14 @@ struct PForm {
 // The four lanes of a row hold disjoint columns: the max is shared among them, l stays partial.
 // Max and sum run as four independent chains per row (the thread's 32 values of a row in a single chain
 // left the warps waiting on each FMNMX and FADD: ncu's top stall, "wait", 1.86 per instruction at D=64).
-template <int kBlockN, bool kFolded, typename Form>
+// kBias (S holds an additive mask's bias, of any size): the folded exponent takes the exact product
+// s * scale against the max's rounded one, so every P of a row carries a factor 2^r, r up to |m| * 2^-24,
+// which O / l cancels while P stays a float; past |m| = 2^30 it need not (a bf16 bias of -1e10 on a
+// row's first tiles, a padded prefix, gave P = inf there and, once later keys moved m, l = inf * 0: a
+// NaN row). Such a row's keys up to that tile are hidden instead (P = 0): exact where the row has a key
+// of ordinary size later, and a row whose largest biased score stays past the bound reads as a row
+// with no visible key (evosdpa.h). One compare and select per row and tile.
+template <int kBlockN, bool kFolded, typename Form, bool kBias = false>
 __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float scale, float (&m)[2], float (&l)[2],
                                              float (&alpha)[2]) {
   // Element i belongs to row (i >> 1) & 1; chain c = (i & 1) + 2 * ((i >> 2) & 1) of that row.
@@ -461,7 +468,10 @@ __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float scal
     } else {
       alpha[r] = 1.f;
     }
-    base[r] = m[r] == -INFINITY ? 0.f : m[r] - Form::kOffset;
+    if constexpr (kFolded && kBias)
+      base[r] = fabsf(m[r]) < 0x1p30f ? m[r] - Form::kOffset : INFINITY;  // m = -inf too: P = 0 either way
+    else
+      base[r] = m[r] == -INFINITY ? 0.f : m[r] - Form::kOffset;
   }
 #pragma unroll
   for (int i = 0; i < kBlockN / 2; ++i) {
@@ -576,7 +586,7 @@ __device__ __forceinline__ void scores_to_probs_n(float (&sc)[kBlockN / 2], cons
     softmax_step<kBlockN, false, Form>(sc, 1.f, m, l, alpha);
   } else if (scale_log2 > 0.f) {  // the usual case: the scale goes into the exponent
     if (masked) mask_tile<kBlockN, Mods>(sc, p, w, key0, row_lo, lane);
-    softmax_step<kBlockN, true, Form>(sc, scale_log2, m, l, alpha);
+    softmax_step<kBlockN, true, Form, Mods::kMask == MaskKind::kAdditive>(sc, scale_log2, m, l, alpha);
   } else {  // scale first: -inf (mask) times a negative or zero scale would be +inf or NaN
 #pragma unroll
     for (int i = 0; i < kBlockN / 2; ++i) sc[i] *= scale_log2;
