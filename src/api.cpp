@@ -148,6 +148,13 @@ evosdpa_status_t prepare_backward(const evosdpa_params_t* params, const char* ke
     nothing_to_do = true;
     return report(EVOSDPA_SUCCESS, "");
   }
+  // No query heads under K/V heads (0 is a multiple of any heads_kv): no query sees any key, so dK and dV
+  // are 0 (evosdpa.h). Run it as the case of no query rows, one query head per K/V head, whose kernels
+  // zero-fill dK and dV; q, o, lse, dout and dq stay empty.
+  if (p.heads_q == 0) {
+    p.heads_q = p.heads_kv;
+    p.seqlen_q = 0;
+  }
   DeviceInfo dev;
   if (Check c = current_device(dev); !c.ok()) return report(c);
   const Selection sel = select_kernel(p, dev, kernel, registry(), Pass::kBackward);

@@ -145,7 +145,7 @@ Check check_no_varlen(const evosdpa_params_t& p);
 std::array<TensorView, 4> backward_tensors(const evosdpa_params_t& p);
 
 // Whether there is no gradient to write at all (no dQ row and no dK/dV row). seqlen_q == 0 alone is
-// work: dK and dV are then zero-filled.
+// work: dK and dV are then zero-filled; so is heads_q == 0 under heads_kv > 0.
 bool backward_has_no_work(const evosdpa_params_t& p);
 
 // Everything but the workspace: validate_common, a 16-bit dtype, the mode, dout/dq/dk/dv as tensors,

@@ -63,7 +63,8 @@ std::array<TensorView, 4> backward_tensors(const evosdpa_params_t& p) {
 }
 
 bool backward_has_no_work(const evosdpa_params_t& p) {
-  return p.batch == 0 || p.heads_q == 0 || (p.seqlen_q == 0 && p.seqlen_k == 0);
+  // heads_kv, not heads_q: heads_q 0 under heads_kv > 0 still has dK and dV rows to zero-fill.
+  return p.batch == 0 || p.heads_kv == 0 || (p.seqlen_q == 0 && p.seqlen_k == 0);
 }
 
 Check validate_backward_params(const evosdpa_params_t& p) {

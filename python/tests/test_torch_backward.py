@@ -289,6 +289,25 @@ def test_empty_and_keyless(rng):
 
 @needs_gpu
 @pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("deterministic", [True, False], ids=["deterministic", "fast"])
+def test_no_query_heads_give_zero_key_gradients(kernel, deterministic, rng):
+    # Hq = 0 is a multiple of Hkv = 2: no query sees any key, so dK = dV = 0 (evosdpa.h), as with Lq = 0. The
+    # library used to return without writing them (no query heads counted as no work), leaving whatever
+    # torch.empty's memory held: blocks of their size are NaN-filled and freed first, so that stale memory shows.
+    q = rng.randn(2, 0, 50, 64, dtype=torch.float16).requires_grad_()
+    k, v = (rng.randn(2, 2, 100, 64, dtype=torch.float16).requires_grad_() for _ in range(2))
+    poison = [torch.full_like(k, math.nan) for _ in range(8)]
+    del poison
+    out = evosdpa.attention(q, k, v, kernel=kernel, deterministic=deterministic)
+    assert out.shape == (2, 0, 50, 64)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), torch.empty_like(out))
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+    assert torch.equal(dk, torch.zeros_like(k)) and torch.equal(dv, torch.zeros_like(v)), (
+        f"dK, dV not zero without query heads: {dk.isnan().sum().item()} and {dv.isnan().sum().item()} NaN")
+
+
+@needs_gpu
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_deterministic_mode_is_bitwise_repeatable(kernel, rng):
     q = rng.randn(2, 8, 1000, 128, dtype=torch.bfloat16).requires_grad_()
     k, v = (rng.randn(2, 2, 1000, 128, dtype=torch.bfloat16).requires_grad_() for _ in range(2))

@@ -94,7 +94,14 @@ TEST(BackwardValidation, EmptyTensorsNeedNoPointer) {
   p.k = p.v = p.dk = p.dv = nullptr;
   EXPECT_TRUE(validate_backward_params(p).ok()) << validate_backward_params(p).message;
   EXPECT_FALSE(backward_has_no_work(p));
+  p = valid_backward(2, 0, 2, 512, 512);  // no query heads: dK and dV are written (zeros), as with no queries
+  p.q = p.dout = nullptr;
+  p.o = p.dq = nullptr;
+  p.lse = nullptr;
+  EXPECT_TRUE(validate_backward_params(p).ok()) << validate_backward_params(p).message;
+  EXPECT_FALSE(backward_has_no_work(p));
   EXPECT_TRUE(backward_has_no_work(valid_backward(0)));
+  EXPECT_TRUE(backward_has_no_work(valid_backward(2, 0, 0)));
   EXPECT_TRUE(backward_has_no_work(valid_backward(2, 8, 8, 0, 0)));
 }
 
