@@ -1149,8 +1149,10 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     dimension -3 as PyTorch does). scale: None for 1/sqrt(E), else any finite value, 0 included. A
     strided last dimension is copied with .contiguous(). attn_mask: bool (True: take part) or additive
     of the query's dtype, broadcastable to (*batch, Hq, L, S) as PyTorch's; not with is_causal (ValueError,
-    as PyTorch). A query whose every key is masked gets 0 (PyTorch's math backend: NaN). Arguments not
-    supported yet raise NotImplementedError naming the argument.
+    as PyTorch). A query whose every key is masked gets 0 (PyTorch's math backend: NaN). Under
+    torch.autocast("cuda") floating-point inputs and masks (float64 aside) are cast to its dtype first, as
+    autocast does for PyTorch's SDPA. Arguments not supported yet raise NotImplementedError naming the
+    argument.
 
     Differentiable in query, key and value, always with the deterministic backward pass (bitwise
     identical gradients from run to run); evosdpa.attention(deterministic=False) has the faster one."""
@@ -1161,6 +1163,19 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"evosdpa: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if torch.is_autocast_enabled("cuda"):
+        # PyTorch's SDPA is on autocast's lower-precision list: its floating-point CUDA tensors other than
+        # float64 (the inputs and an additive mask) run in the autocast dtype. The custom op is not
+        # autocast-aware, so the drop-in casts as autocast does (float32 q/k/v would raise TypeError).
+        dtype = torch.get_autocast_dtype("cuda")
+
+        def autocast(t):
+            if (isinstance(t, torch.Tensor) and t.is_cuda and t.is_floating_point() and t.dtype != torch.float64
+                    and t.dtype != dtype):
+                return t.to(dtype)
+            return t
+
+        query, key, value, attn_mask = (autocast(t) for t in (query, key, value, attn_mask))
     dims = (query.dim(), key.dim(), value.dim())
     if min(dims) < 2:
         raise ValueError("evosdpa: query, key and value must be at least 2-D (..., L, E), got "

@@ -151,6 +151,30 @@ def test_sdpa_five_d_inputs_match_torch(dtype, rng):
     check_attention(ours, qg, kg, vg, causal=True, rng=rng, what="5-D enable_gqa, transposed batch dims")
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sdpa_drop_in_under_autocast(dtype, rng):
+    # PyTorch's SDPA is on autocast's lower-precision list: float32 inputs (a model's float32 rotary embedding,
+    # say) and a float32 additive mask run in the autocast dtype. The drop-in raised TypeError for them.
+    dt = getattr(torch, dtype)
+    q, k, v = (rng.randn(2, 4, 150, 64, dtype=torch.float32) for _ in range(3))
+    bias = rng.randn(150, 150, dtype=torch.float32, std=2.0)
+    for kw in ({"is_causal": True}, {"attn_mask": bias}):
+        with torch.autocast("cuda", dtype=dt):
+            ours = evosdpa.scaled_dot_product_attention(q, k, v, **kw)
+            theirs = F.scaled_dot_product_attention(q, k, v, **kw)
+        assert ours.dtype == theirs.dtype == dt and ours.shape == theirs.shape
+        cast = {name: t.to(dt) if t.is_floating_point() else t for name, t in kw.items()}
+        assert torch.equal(ours, evosdpa.scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), **cast))
+        check_attention(ours, q.to(dt), k.to(dt), v.to(dt), causal="is_causal" in kw,
+                        bias=cast.get("attn_mask"), rng=rng, what=f"autocast {dtype} {list(kw)}")
+    # Gradients reach the float32 leaves through the casts.
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    with torch.autocast("cuda", dtype=dt):
+        out = evosdpa.scaled_dot_product_attention(*leaves, is_causal=True)
+    out.float().sum().backward()
+    assert all(t.grad is not None and t.grad.dtype == torch.float32 and t.grad.isfinite().all() for t in leaves)
+
+
 def test_strided_last_dimension_is_copied(rng):
     # Transposed views: stride(-1) != 1. Both entry points copy them with .contiguous().
     qt, kt, vt = (rng.randn(1, 4, 64, 200, dtype=torch.bfloat16) for _ in range(3))
