@@ -163,7 +163,7 @@ def test_sdpa_drop_in_under_autocast(dtype, rng):
             ours = evosdpa.scaled_dot_product_attention(q, k, v, **kw)
             theirs = F.scaled_dot_product_attention(q, k, v, **kw)
         assert ours.dtype == theirs.dtype == dt and ours.shape == theirs.shape
-        cast = {name: t.to(dt) if t.is_floating_point() else t for name, t in kw.items()}
+        cast = {name: t.to(dt) if isinstance(t, torch.Tensor) else t for name, t in kw.items()}
         assert torch.equal(ours, evosdpa.scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), **cast))
         check_attention(ours, q.to(dt), k.to(dt), v.to(dt), causal="is_causal" in kw,
                         bias=cast.get("attn_mask"), rng=rng, what=f"autocast {dtype} {list(kw)}")
