@@ -296,8 +296,8 @@ typedef struct evosdpa_params {
  *   EVOSDPA_MASK_ADDITIVE: of the inputs' dtype (fp16 or bf16), added to the scaled (and softcapped)
  *     score before the softmax; -inf masks the key.
  *   The mask applies on top of the causal mask, the sliding window and the sequence's keys. A row that
- *   sees no key, or whose every score is -inf, gets O = 0 and lse = -inf (PyTorch's math backend gives
- *   NaN there; FlashAttention and PyTorch's fused kernels 0). A finite bias such as -65504 (transformers'
+ *   sees no key, or whose every score is -inf, gets O = 0 and lse = -inf (as FlashAttention and PyTorch's
+ *   SDPA since 2.5, whose math backend gave NaN before). A finite bias such as -65504 (transformers'
  *   fp16 finfo.min) is a bias like any other: the row's softmax runs over its biased scores. Known
  *   limit, for biases beyond about +-7.4e8 (2^30 ln 2; bf16 holds them, fp16 stops at 65504): on
  *   "mma_sm80" and "wgmma_sm90" one whose product with log2(e) (on "wgmma_sm90" without a softcap,

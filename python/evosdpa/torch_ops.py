@@ -600,8 +600,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     q's dtype; added to the scaled, softcapped scores; -inf hides a key), broadcastable to [B, Hq, Lq, Lk] (whatever
     the layout): [Lq, Lk], [B, 1, 1, Lk] (key padding), [B, 1, Lq, Lk], ... Broadcast dimensions are read
     with stride 0, never copied. Applied on top of causal masks and windows; a query whose every key is
-    hidden gets O = 0 and lse = -inf (PyTorch's math backend gives NaN there). Forward-only, 16-bit
-    inputs; wgmma_sm90 (Hopper) and mma_sm80 (sm_80 and newer) run it with a window, a softcap or both, the
+    hidden gets O = 0 and lse = -inf (as PyTorch's SDPA since 2.5; its math backend gave NaN before).
+    Forward-only, 16-bit inputs; wgmma_sm90 (Hopper) and mma_sm80 (sm_80 and newer) run it with a window, a softcap or both, the
     reference kernel always.
 
     alibi_slopes: ALiBi, FlashAttention's: float32 (Hq,) (one set for the batch) or (B, Hq) on q's device.
@@ -1149,10 +1149,10 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     dimension -3 as PyTorch does). scale: None for 1/sqrt(E), else any finite value, 0 included. A
     strided last dimension is copied with .contiguous(). attn_mask: bool (True: take part) or additive
     of the query's dtype, broadcastable to (*batch, Hq, L, S) as PyTorch's; not with is_causal (ValueError,
-    as PyTorch). A query whose every key is masked gets 0 (PyTorch's math backend: NaN). Under
-    torch.autocast("cuda") floating-point inputs and masks (float64 aside) are cast to its dtype first, as
-    autocast does for PyTorch's SDPA. Arguments not supported yet raise NotImplementedError naming the
-    argument.
+    as PyTorch). A query whose every key is masked gets 0 (as PyTorch's SDPA since 2.5; its math backend
+    gave NaN before). Under torch.autocast("cuda") floating-point inputs and masks (float64 aside) are cast
+    to its dtype first, as autocast does for PyTorch's SDPA. Arguments not supported yet raise
+    NotImplementedError naming the argument.
 
     Differentiable in query, key and value, always with the deterministic backward pass (bitwise
     identical gradients from run to run); evosdpa.attention(deterministic=False) has the faster one."""

@@ -123,3 +123,28 @@ def test_unsupported_calls_are_named():
         evosdpa_hf.attention_forward(layer, q, k, k, None, is_causal=False)
     with pytest.raises(NotImplementedError, match="2D padding mask"):
         evosdpa_hf.attention_forward(layer, q, k, k, torch.ones(1, 1, 8, 8, dtype=torch.bool, device="cuda"))
+
+
+def test_packed_documents_from_any_first_position():
+    """A padding-free packed row (B = 1, position_ids restarting per document): every document attends
+    causally within itself, the first one too when its positions do not start at 0 (a row cut from a longer
+    stream: cu_seqlens from the zeros alone left its rows out, unwritten)."""
+    _, mine = models("llama")
+    layer = mine.model.layers[0].self_attn
+    g = torch.Generator(device="cuda").manual_seed(3)
+    lengths, firsts = [5, 7, 4], [3, 0, 0]
+    pos = torch.cat([torch.arange(f, f + n) for f, n in zip(firsts, lengths)]).view(1, -1).cuda()
+    L = pos.shape[1]
+    q = torch.randn(1, 4, L, 64, generator=g, device="cuda").half()
+    k, v = (torch.randn(1, 2, L, 64, generator=g, device="cuda").half() for _ in range(2))
+    out, _ = evosdpa_hf.attention_forward(layer, q, k, v, None, scaling=0.125, position_ids=pos)
+    start = 0
+    for n in lengths:
+        rows = slice(start, start + n)
+        want = torch.nn.functional.scaled_dot_product_attention(q[:, :, rows].float(), k[:, :, rows].float(),
+                                                                v[:, :, rows].float(), is_causal=True, scale=0.125,
+                                                                enable_gqa=True)
+        got = out[:, rows].transpose(1, 2).float()
+        assert (got - want).abs().max().item() < 2e-3, f"document at rows {rows}"
+        start += n
+

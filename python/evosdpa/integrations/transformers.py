@@ -56,13 +56,20 @@ def _varlen_from_mask(query, key, value, mask, scaling, window, softcap):
 
 def _packed_documents(position_ids, b, lq, lk):
     """cu_seqlens (int32 [N + 1]) of the documents packed in one row, or None: B = 1, self-attention, and the
-    positions restart (transformers' FlashAttention rule for a padding-free packed batch)."""
+    positions restart (transformers' FlashAttention rule for a padding-free packed batch). A document starts
+    at row 0 and wherever a position does not follow the one before: the first document's positions need
+    not start at 0 (a row cut from a longer stream), which cu_seqlens from the zeros alone would leave out,
+    its output rows unwritten."""
     if position_ids is None or b != 1 or lq != lk or lq < 2:
         return None
     pos = position_ids.reshape(-1)
-    if pos.shape[0] != lq or bool((pos[1:] == pos[:-1] + 1).all()):
+    if pos.shape[0] != lq:
         return None
-    starts = (pos == pos.min()).nonzero().squeeze(1).to(torch.int32)
+    restart = torch.ones_like(pos, dtype=torch.bool)
+    restart[1:] = pos[1:] != pos[:-1] + 1
+    if not bool(restart[1:].any()):
+        return None
+    starts = restart.nonzero().squeeze(1).to(torch.int32)
     return torch.cat([starts, starts.new_tensor([lq])])
 
 
