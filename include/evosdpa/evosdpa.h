@@ -256,7 +256,8 @@ typedef struct evosdpa_params {
  * Causal masks apply per sequence: top-left aligns query i with key i of its own sequence, bottom-right
  *   its last query with its last key (FlashAttention's varlen causal).
  * The arrays are device memory, read by the kernel (the library cannot check them before the launch):
- *   they should start at 0 and not decrease, with the last entry the total. A value outside [0, total]
+ *   they must start at 0 and not decrease, with the last entry the total (decreasing entries give two
+ *   sequences the same rows, whose result is then undefined, though in bounds). A value outside [0, total]
  *   is clamped into it, an end below its start is taken as the start (an empty sequence), and a sequence
  *   longer than seqlen_q (seqlen_k) computes its first seqlen_q queries (sees its first seqlen_k keys) only,
  *   its causal diagonal placed by those counts, so that no byte outside the tensors is ever read or written.
@@ -392,8 +393,10 @@ evosdpa_status_t evosdpa_supports(const evosdpa_params_t* params, const char* ke
  * when that size is 0). Its contents need not be initialised and are scratch after the call; the call
  * allocates nothing and does not synchronise the host, so it can be captured in a CUDA graph.
  *
- * The outputs dq, dk, dv and the workspace must not share a byte with any input (q, k, v, o, lse, dout)
- * or with each other (INVALID_ARGUMENT). `kernel` as in evosdpa_attention_forward.
+ * The spans (first to last byte) of the outputs dq, dk, dv and of the workspace must not overlap any
+ * input's (q, k, v, o, lse, dout) or each other's (INVALID_ARGUMENT): interleaved gradients such as a
+ * packed dKV [B, L, 2, H, D], whose spans overlap though no byte is shared, are refused too.
+ * `kernel` as in evosdpa_attention_forward.
  */
 evosdpa_status_t evosdpa_attention_backward(const evosdpa_params_t* params, const char* kernel, void* stream);
 

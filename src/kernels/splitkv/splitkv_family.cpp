@@ -74,6 +74,8 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   }
   if (static_cast<__int128>(base) * wanted > kMaxGridX)
     return refuse("batch * heads_kv * ceil(seqlen_q * heads_q / heads_kv / 16) * splits exceeds 2^31-1 blocks");
+  // The merge's grid (splitkv_launch.cuh): 4 output rows per block.
+  if (splits > 1 && (rows + 3) / 4 > kMaxGridX) return refuse("batch * heads_q * seqlen_q exceeds 2^33-4 merged rows");
   FamilySupport s{{}, row};
   s.splits = static_cast<int>(splits);
   s.workspace_bytes = static_cast<size_t>(splitkv::workspace_bytes(splits, rows, p.head_dim));
