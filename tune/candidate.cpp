@@ -22,7 +22,7 @@ std::string row_initializer(const detail::wgmma_sm90::TileConfig& c) {
   s.precision(17);
   s << "{" << c.head_dim << "," << c.block_n << "," << c.stages << "," << c.consumers << "," << c.producer_regs << ","
     << c.consumer_regs << "," << c.row_speed << "," << c.causal_row_speed << "," << (c.split_keys ? "true" : "false")
-    << "," << (c.fp8 ? "true" : "false") << "}";
+    << "," << (c.fp8 ? "true" : "false") << "," << (c.turns ? "true" : "false") << "}";
   return s.str();
 }
 

@@ -26,6 +26,8 @@ struct TileConfig {
   bool fp8 = false;         // E4M3 inputs (k32 wgmma, both operands K-major): V arrives [keys][D] and is
                             // transposed in shared memory by the producer warpgroup's warps 1-3 into a
                             // second ring; O (fp16/bf16, twice Q's bytes) leaves through its own buffers
+  bool turns = true;        // the consumers issue their GEMMs in turns (the pingpong's named barriers);
+                            // without, each as soon as its tiles are there
 
   constexpr int elem_bytes() const { return fp8 ? 1 : 2; }  // of Q, K and V
   // Q tiles in shared memory: the next item's Q loads while this one runs, and this one's buffer holds
@@ -127,7 +129,7 @@ struct Choice {
 constexpr bool same_row(const TileConfig& a, const TileConfig& b) {
   return a.head_dim == b.head_dim && a.block_n == b.block_n && a.stages == b.stages && a.consumers == b.consumers &&
          a.producer_regs == b.producer_regs && a.consumer_regs == b.consumer_regs && a.split_keys == b.split_keys &&
-         a.fp8 == b.fp8;
+         a.fp8 == b.fp8 && a.turns == b.turns;
 }
 constexpr bool same_bucket(const TileConfig& a, const TileConfig& b) {
   return a.head_dim == b.head_dim && a.consumers == b.consumers && a.split_keys == b.split_keys && a.fp8 == b.fp8;
@@ -170,8 +172,12 @@ inline constexpr TileConfig kHandRows[] = {
     // the row above (docs/perf-log.md v13.23): (4,32,4096,64) 960 us against 1,135, (1,32,16384,64) 3,496
     // against 4,394, causal (2,32,8192,64) 992 against 1,152. Speeds fitted to the six non-causal fa3
     // points, 1.21-1.27; causal (L >= 2048) 1.14-1.16, taken as 1.12 so that causal L = 512 and 1024,
-    // where the row was not timed, stay on the row above (it needs more than 1.125 there).
-    {64, 128, 2, 3, 32, 160, 1.22, 1.12, false, true},
+    // where the row was not timed, stay on the row above (it needs more than 1.125 there). Without the
+    // pingpong's turns: H200, two rounds each, (16,32,1024,64) 282.9, 280.4 us against 287.8, 285.9 with
+    // them, (4,32,4096,64) 941.1, 937.4 against 963.1, 958.4, causal (2,32,8192,64) 986.3, 989.8 against
+    // 996.7, 1,001.1 (the 16-bit D = 64 three-consumer row level either way: 170.6-1,105 us against
+    // 171.7-1,102; docs/perf-log.md v13.25).
+    {64, 128, 2, 3, 32, 160, 1.22, 1.12, false, true, false},
 };
 
 inline constexpr TunedRow kTunedRows[] = {

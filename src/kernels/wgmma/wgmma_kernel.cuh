@@ -9,7 +9,8 @@
 //   Consumers (warpgroups 1.., 64 query rows each): per K/V tile, S = Q.K^T by wgmma from shared
 //     memory, mask, online softmax in registers, P converted in place to wgmma A fragments, O += P.V by
 //     wgmma with P from registers, K and V released as soon as their GEMM is done. The P.V of one tile
-//     runs under the softmax of the next, and the warpgroups take turns with the tensor cores.
+//     runs under the softmax of the next, and the warpgroups take turns with the tensor cores (rows with
+//     TileConfig::turns).
 //     O is normalised once at the end and leaves through the Epilogue.
 // Registers move from the producer to the consumers with setmaxnreg (the table's split).
 // FP8 (E4M3) rows: wgmma k32 takes both operands K-major, so warps 1-3 of the producer warpgroup
@@ -638,8 +639,10 @@ __device__ __forceinline__ void skip_turn(const Smem<kIndex>& sm, int c, int my_
   constexpr int kStages = kConfigs[kIndex].stages;
   const int s = c % kStages;
   const uint32_t phase = (c / kStages) & 1;
-  named_sync(my_turn);
-  if (!keep) named_arrive(next_turn);
+  if constexpr (kConfigs[kIndex].turns) {
+    named_sync(my_turn);
+    if (!keep) named_arrive(next_turn);
+  }
   mbar_wait(sm.k_full(s), phase);
   mbar_arrive(sm.k_empty(s));
   mbar_wait(sm.pv_full(s), phase);
@@ -731,6 +734,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   constexpr TileConfig kCfg = kConfigs[kIndex];
   constexpr int D = kCfg.head_dim, BN = kCfg.block_n, kStages = kCfg.stages, C = kCfg.consumers;
   constexpr bool kSplitKeys = kCfg.split_keys;
+  constexpr bool kTurns = kCfg.turns;  // the pingpong's turns (TileConfig::turns)
+  static_assert(kTurns || !kSplitKeys, "split_keys rows take their tiles in turns");
   using Form = PForm<kCfg.fp8>;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int rows_at = kSplitKeys ? 0 : 64 * consumer;  // the warpgroup's rows within the item
@@ -789,11 +794,11 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   // The first tile: its S alone.
   int c = tiles + run.tile(0);  // ring position of the tile
   preload(run.tile(0));
-  named_sync(my_turn);
+  if constexpr (kTurns) named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
   issue_qk<T, kIndex>(sc, q_desc, sm.k(c % kStages), kPreloaded);
-  if (!keep(run.tile(0))) named_arrive(next_turn);
+  if (kTurns && !keep(run.tile(0))) named_arrive(next_turn);
   wgmma_wait<0>();
   mbar_arrive(sm.k_empty(c % kStages));
   epilogue.first_s_done(sm);
@@ -813,13 +818,13 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     const int j = run.tile(k), prev = c % kStages, prev_phase = (c / kStages) & 1;
     c = tiles + j;
     const int s = c % kStages;
-    named_sync(my_turn);
+    if constexpr (kTurns) named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
     issue_qk<T, kIndex>(sc, q_desc, sm.k(s), kPreloaded);
     mbar_wait(sm.pv_full(prev), prev_phase);
     issue_pv<T, kIndex>(o, pa, sm.pv_tile(prev));
-    if (!keep(j)) named_arrive(next_turn);
+    if (kTurns && !keep(j)) named_arrive(next_turn);
     wgmma_wait<1>();  // S_j is done (groups complete in order); P_{j-1}.V_{j-1} may still run
     mbar_arrive(sm.k_empty(s));
     half = kHalfTiles && second_half_hidden<BN, Mods>(p, w, key0 + j * BN, row0);
@@ -863,7 +868,7 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consum
   // The CTA's last item with tiles holds the last turn, which is kept. A dynamic CTA does not know its last
   // item: every turn is passed on, and consumer 0 takes the one left after the end.
   const int last = static_cast<int>(ld_shared_u32(sm.plan(1)));
-  if (last >= 0 && consumer == kConfigs[kIndex].consumers - 1) named_arrive(1);  // consumer 0 takes the first turn
+  if (kConfigs[kIndex].turns && last >= 0 && consumer == kConfigs[kIndex].consumers - 1) named_arrive(1);  // consumer 0 takes the first turn
   int tiles = 0;
   for (int iter = 0; Schedule::kDynamic ? items > 0 : iter < items; ++iter) {
     const int buf = iter % TileConfig::kQBuffers;
