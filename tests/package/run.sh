@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The C++ package, end to end, as a user sees it (no GPU needed):
 #   install  `cmake --install BUILD_DIR --prefix TMP`, then build tests/package/consumer against it with
-#            find_package(evosdpa 0.9 REQUIRED) (a C++-only project), link and run both consumers;
+#            find_package(evosdpa 0.9 REQUIRED) (a C and C++ project, no CUDA language), link and run
+#            the consumers (C++ and C, each against the static and the shared library);
 #   subdir   build the same consumer with add_subdirectory(SOURCE_DIR) and CMAKE_CUDA_ARCHITECTURES=90,
 #            which compiles the library itself (only the library: the consumer builds nothing else).
 # Usage: tests/package/run.sh SOURCE_DIR BUILD_DIR [install|subdir|all]   (default: all)
@@ -26,8 +27,8 @@ else
   echo "keeping $tmp"
 fi
 
-run_consumers() {  # BUILD_DIR: run both consumers, show their output
-  for exe in consumer_static consumer_shared; do
+run_consumers() {  # BUILD_DIR: run the consumers (C++ and C, static and shared), show their output
+  for exe in consumer_static consumer_shared consumer_c_static consumer_c; do
     echo "--- $exe"
     "$1/$exe"
   done
