@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The C++ package, end to end, as a user sees it (no GPU needed):
-#   install  `cmake --install BUILD_DIR --prefix TMP`, then build tests/package/consumer against it with
-#            find_package(evosdpa 0.9 REQUIRED) (a C and C++ project, no CUDA language), link and run
-#            the consumers (C++ and C, each against the static and the shared library);
+#   install  `cmake --install BUILD_DIR --prefix TMP`, the prefix then moved (relocatable), then build
+#            tests/package/consumer against it with find_package(evosdpa 0.9 REQUIRED) (a C and C++
+#            project, no CUDA language), link and run the consumers (C++ and C, each against the static
+#            and the shared library);
 #   subdir   build the same consumer with add_subdirectory(SOURCE_DIR) and CMAKE_CUDA_ARCHITECTURES=90,
 #            which compiles the library itself (only the library: the consumer builds nothing else).
 # Usage: tests/package/run.sh SOURCE_DIR BUILD_DIR [install|subdir|all]   (default: all)
@@ -35,8 +36,11 @@ run_consumers() {  # BUILD_DIR: run the consumers (C++ and C, static and shared)
 }
 
 if [ "$mode" = install ] || [ "$mode" = all ]; then
-  echo "=== install: cmake --install into $tmp/prefix, then find_package(evosdpa 0.9)"
-  cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log"
+  echo "=== install: cmake --install, the prefix moved to $tmp/prefix, then find_package(evosdpa 0.9)"
+  # Installed elsewhere and then moved: the package must be relocatable (nothing of the install prefix
+  # written into it), as an unpacked archive or a package manager's staging directory needs.
+  cmake --install "$build" --prefix "$tmp/staging" >"$tmp/install.log"
+  mv "$tmp/staging" "$tmp/prefix"
   for f in include/evosdpa/evosdpa.h include/evosdpa/evosdpa.hpp; do
     [ -f "$tmp/prefix/$f" ] || { echo "missing from the install: $f" >&2; exit 1; }
   done
@@ -67,6 +71,9 @@ if [ "$mode" = install ] || [ "$mode" = all ]; then
     echo "find_package(evosdpa 0.10) accepted the installed 0.9 package" >&2
     exit 1
   fi
+  # Refused for its version, not for anything else (a package that fails to load fails this too).
+  grep -q "evosdpaConfig.cmake, version: 0.9.0" "$tmp/wrong-version.log" ||
+    { cat "$tmp/wrong-version.log" >&2; echo "find_package(evosdpa 0.10) failed, but not on the version" >&2; exit 1; }
   echo "ok: find_package(evosdpa 0.10) refuses the 0.9 package"
 fi
 
