@@ -24,23 +24,27 @@ const float* kv_row(const Shape& s, const std::vector<float>& t, int64_t row, in
   return &t[static_cast<size_t>(((b * s.heads_kv + hk) * s.seqlen_k + j) * s.head_dim)];
 }
 
-// Keys a row sees with RowMaskOffBy1 planted on it: with a sliding window's left bound, one key more
-// before the window when that key exists, otherwise its first key dropped; else one more than the mask
-// allows after the last key when that key exists, otherwise its last visible key dropped.
-bool off_by_one_visible(const Shape& s, int64_t i, int64_t j) {
+// The keys RowMaskOffBy1 can flip on query row i, the usual one first. The usual one: with a sliding
+// window's left bound, the key before the window when it exists, otherwise the window's first key
+// (hidden); else the key after the last one the mask allows when it exists, otherwise the last visible
+// one (hidden); a row that sees nothing gets key 0. Then either edge of the row's band of visible keys,
+// shown one key wider or hidden one key narrower (a row that sees nothing: its first or last key).
+std::vector<int64_t> off_by_one_keys(const Shape& s, int64_t i) {
   int64_t first = -1, last = -1;  // the row's visible keys (a band: none, or first .. last)
   for (int64_t k = 0; k < s.seqlen_k; ++k)
     if (s.visible(i, k)) {
       if (first < 0) first = k;
       last = k;
     }
-  if (first < 0) return j == 0 && s.seqlen_k > 0;  // a row that sees nothing gets a key
-  if (s.sliding_window && s.window_left >= 0) {
-    const int64_t from = first > 0 ? first - 1 : first + 1;
-    return j >= from && j <= last;
-  }
-  const int64_t limit = last + 1 < s.seqlen_k ? last + 1 : last - 1;
-  return j >= first && j <= limit;
+  if (first < 0) return {0, s.seqlen_k - 1};
+  std::vector<int64_t> keys;
+  if (s.sliding_window && s.window_left >= 0)
+    keys.push_back(first > 0 ? first - 1 : first);
+  else
+    keys.push_back(last + 1 < s.seqlen_k ? last + 1 : last);
+  for (int64_t j : {first - 1, first, last, last + 1})
+    if (j >= 0 && j < s.seqlen_k) keys.push_back(j);
+  return keys;
 }
 
 template <typename F>
@@ -67,19 +71,24 @@ double row_mask_bias(const Shape& s, const Expected& e, int64_t row, int64_t j, 
   return bias + (e.in.alibi_slope(s, b, h) - e.in.alibi_slope(s, b, (h + 1) % s.heads_q)) * distance;
 }
 
+// The exact score of key j for a row: the scaled Q.K after the softcap, plus the mask tensor's and ALiBi's bias.
+double logit(const Shape& s, const Expected& e, int64_t row, int64_t j) {
+  double dot = 0;
+  const float* q = q_row(s, e, row);
+  const float* k = kv_row(s, e.in.k, row, j);
+  for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[d]) * k[d];
+  return s.cap(dot * s.effective_scale()) + row_mask_bias(s, e, row, j);
+}
+
 // Exact softmax weights of one row over the keys `sees` admits (0 for the others).
 template <typename Sees>
 std::vector<double> weights(const Shape& s, const Expected& e, int64_t row, Sees sees) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::vector<double> w(static_cast<size_t>(s.seqlen_k), -kInf);
   double mx = -kInf;
-  const float* q = q_row(s, e, row);
   for (int64_t j = 0; j < s.seqlen_k; ++j) {
     if (!sees(j)) continue;
-    double dot = 0;
-    const float* k = kv_row(s, e.in.k, row, j);
-    for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(q[d]) * k[d];
-    w[static_cast<size_t>(j)] = s.cap(dot * s.effective_scale()) + row_mask_bias(s, e, row, j);
+    w[static_cast<size_t>(j)] = logit(s, e, row, j);
     mx = std::max(mx, w[static_cast<size_t>(j)]);
   }
   double sum = 0;
@@ -99,6 +108,12 @@ std::vector<double> weighted_v(const Shape& s, const Expected& e, int64_t row, c
   return o;
 }
 
+double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t d = 0; d < a.size(); ++d) m = std::max(m, std::abs(a[d] - b[d]));
+  return m;
+}
+
 }  // namespace
 
 const char* bug_name(Bug b) {
@@ -114,32 +129,54 @@ const char* bug_name(Bug b) {
   return "?";
 }
 
-Sites choose_sites(const Shape& s, const Expected& e) {
+Sites choose_sites(const Shape& s, const Expected& e, double unseen) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   Sites sites;
   if (s.seqlen_k == 0) return sites;
-  // Exact change of O per checked row (the mask bug) and per key (the dropped-key bug: removing key j
-  // from a row moves O by w_j / (1 - w_j) * (O - v_j)).
-  std::vector<double> row_effect(static_cast<size_t>(s.rows()), -1.0);
+  // Exact change of O per checked row and key: hiding key j from a row (the dropped-key bug, the mask bug
+  // at an edge key) moves O by w_j / (1 - w_j) * (O - v_j); showing a key the row does not see (the mask
+  // bug past an edge), whose weight is then w'_j, moves it by w'_j * (v_j - O).
+  std::vector<Site> usual(static_cast<size_t>(s.rows()), Site{-1, -1, -1.0}), any = usual;
   std::vector<std::vector<double>> key_effect(static_cast<size_t>(s.rows()));
   for_checked_rows(s, e.row_step, [&](int64_t r) {
     const int64_t i = r % s.seqlen_q;
     const std::vector<double> w = weights(s, e, r, [&](int64_t j) { return s.visible(i, j); });
     const std::vector<double> o = weighted_v(s, e, r, w);
-    const std::vector<double> o_bug =
-        weighted_v(s, e, r, weights(s, e, r, [&](int64_t j) { return off_by_one_visible(s, i, j); }));
-    double effect = 0;
-    for (int64_t d = 0; d < s.head_dim; ++d)
-      effect = std::max(effect, std::abs(o_bug[static_cast<size_t>(d)] - o[static_cast<size_t>(d)]));
-    row_effect[static_cast<size_t>(r)] = effect;
+    auto distance = [&](int64_t j) {  // max |O - v_j|
+      const float* v = kv_row(s, e.in.v, r, j);
+      double m = 0;
+      for (int64_t d = 0; d < s.head_dim; ++d) m = std::max(m, std::abs(o[static_cast<size_t>(d)] - v[d]));
+      return m;
+    };
     std::vector<double>& ke = key_effect[static_cast<size_t>(r)];
     ke.assign(static_cast<size_t>(s.seqlen_k), 0.0);
     for (int64_t j = 0; j < s.seqlen_k; ++j) {
       const double wj = w[static_cast<size_t>(j)];
-      if (wj == 0) continue;
-      const float* v = kv_row(s, e.in.v, r, j);
-      double m = 0;
-      for (int64_t d = 0; d < s.head_dim; ++d) m = std::max(m, std::abs(o[static_cast<size_t>(d)] - v[d]));
-      ke[static_cast<size_t>(j)] = wj >= 1 ? std::numeric_limits<double>::infinity() : wj / (1 - wj) * m;
+      if (wj != 0) ke[static_cast<size_t>(j)] = wj >= 1 ? kInf : wj / (1 - wj) * distance(j);
+    }
+    // w'_j / (1 - w'_j) = exp(x_j) / (the sum of exp(x_k) over the row's keys) = exp(x_j - x_t) w_t, with t
+    // the row's heaviest key; in a row that sees nothing the key shown gets all the weight, unless masked out.
+    const size_t t = static_cast<size_t>(std::max_element(w.begin(), w.end()) - w.begin());
+    const double x_t = w[t] > 0 ? logit(s, e, r, static_cast<int64_t>(t)) : 0.0;
+    auto flip_effect = [&](int64_t j) {
+      const double wj = w[static_cast<size_t>(j)];
+      if (s.visible(i, j) && wj <= 0.5) return ke[static_cast<size_t>(j)];
+      if (s.visible(i, j)) {  // w_j / (1 - w_j) loses its digits as w_j nears 1: the row's softmax without j
+        auto sees = [&](int64_t k) { return k != j && s.visible(i, k); };
+        return max_diff(o, weighted_v(s, e, r, weights(s, e, r, sees)));
+      }
+      const double x = logit(s, e, r, j);
+      const double odds = w[t] > 0 ? std::exp(x - x_t) * w[t] : (x > -kInf ? kInf : 0.0);
+      return distance(j) / (1 + 1 / odds);
+    };
+    const std::vector<int64_t> keys = off_by_one_keys(s, i);
+    Site& u = usual[static_cast<size_t>(r)];
+    u = {r, keys[0], flip_effect(keys[0])};
+    Site& a = any[static_cast<size_t>(r)];
+    a = u;
+    for (int64_t j : keys) {
+      const double effect = flip_effect(j);
+      if (effect > a.effect) a = {r, j, effect};
     }
   });
   std::vector<double> key_max(static_cast<size_t>(s.seqlen_k), 0.0);
@@ -148,9 +185,13 @@ Sites choose_sites(const Shape& s, const Expected& e) {
   Site& key = sites.key_dropped;
   key.key = std::max_element(key_max.begin(), key_max.end()) - key_max.begin();
   key.effect = key_max[static_cast<size_t>(key.key)];
-  Site& row = sites.row_mask;
-  row.row = std::max_element(row_effect.begin(), row_effect.end()) - row_effect.begin();
-  row.effect = row_effect[static_cast<size_t>(row.row)];
+  // The mask bug at its usual key; where that changes no checked row visibly (on peaked rows of a full
+  // mask the last key may weigh nothing in every one), at whichever edge and way changes one most.
+  auto most = [](const std::vector<Site>& v) {
+    return *std::max_element(v.begin(), v.end(), [](const Site& x, const Site& y) { return x.effect < y.effect; });
+  };
+  sites.row_mask = most(usual);
+  if (sites.row_mask.effect <= unseen) sites.row_mask = most(any);
   return sites;
 }
 
@@ -168,8 +209,8 @@ Output run(const Shape& s, evosdpa_dtype_t dtype, const Expected& e, Bug bug, Si
     const int64_t i = r % s.seqlen_q;
     auto sees = [&](int64_t j) {
       if (bug == Bug::KeyDropped && j == site.key) return false;
-      if (bug == Bug::RowMaskOffBy1 && r == site.row) return off_by_one_visible(s, i, j);
-      return s.visible(i, j);
+      const bool flipped = bug == Bug::RowMaskOffBy1 && r == site.row && j == site.key;
+      return s.visible(i, j) != flipped;
     };
     const float* q = q_row(s, e, r);
     std::vector<float> acc(static_cast<size_t>(s.head_dim), 0.f), t(kBlockN);

@@ -24,7 +24,8 @@ const char* bug_name(Bug b);
 inline constexpr Bug kBugs[] = {Bug::HalfRescale, Bug::Scale2Pct, Bug::RowMaskOffBy1, Bug::KeyDropped,
                                 Bug::MaskShifted, Bug::AlibiWrongHead};
 
-// Where a bug sits: the query row (b * Hq + h) * Lq + i of RowMaskOffBy1, the key of KeyDropped.
+// Where a bug sits: the query row (b * Hq + h) * Lq + i of RowMaskOffBy1 and the key its off-by-one shows
+// or hides, the key of KeyDropped.
 struct Site {
   int64_t row = -1;
   int64_t key = -1;
@@ -33,12 +34,15 @@ struct Site {
 
 // Plant the one-key bugs where they change the exact answer most among the checked rows (the rows a
 // kernel is judged on), so the question is whether the rule sees a bug whose effect is there to be
-// seen: `row` and its effect for RowMaskOffBy1, `key` and its effect for KeyDropped.
+// seen: `row`, `key` and its effect for RowMaskOffBy1, `key` and its effect for KeyDropped. The mask bug
+// flips a row's usual limit (fused_emulation.cpp); where that changes no checked row by more than
+// `unseen` (what no rule can tell from rounding), it flips the key at either edge of a row's band, shown
+// or hidden, that changes one most.
 struct Sites {
   Site row_mask, key_dropped;
   Site for_bug(Bug b) const { return b == Bug::RowMaskOffBy1 ? row_mask : b == Bug::KeyDropped ? key_dropped : Site{}; }
 };
-Sites choose_sites(const evosdpa::host::Shape& s, const evosdpa::host::Expected& e);
+Sites choose_sites(const evosdpa::host::Shape& s, const evosdpa::host::Expected& e, double unseen);
 
 struct Output {
   std::vector<float> o;    // BHSD, dtype-rounded; unchecked rows 0

@@ -69,7 +69,6 @@ TEST_P(AccuracyRule, AcceptsTheCorrectModelAndRejectsEveryPlantedBug) {
   const Verdict ok = check_attention(c.s, c.dtype, e, good.o, c.lse ? &good.lse : nullptr);
   EXPECT_TRUE(ok.pass) << "correct model rejected: " << ok.message << " (seed " << seed << ")";
   std::printf("  %-12s %s\n", "correct", ok.message.c_str());
-  const emulation::Sites sites = emulation::choose_sites(c.s, e);
   // What the rule cannot tell from rounding: one rounding of max|O| for 16-bit inputs; with FP8 inputs,
   // whose P is rounded to E4M3 (2^-4 relative), twice the plain FP8 computation's own error, the margin
   // the rule gives a correct kernel whose P rounds differently (a 2% scale error moved O by 0.05 on a
@@ -77,6 +76,7 @@ TEST_P(AccuracyRule, AcceptsTheCorrectModelAndRejectsEveryPlantedBug) {
   const double rounding = c.dtype == EVOSDPA_DTYPE_FLOAT8_E4M3
                               ? 2 * e.baseline_error
                               : (c.dtype == EVOSDPA_DTYPE_BFLOAT16 ? 0x1p-9 : 0x1p-11) * max_abs(e.ref.o);
+  const emulation::Sites sites = emulation::choose_sites(c.s, e, rounding);
   for (Bug bug : emulation::kBugs) {
     const emulation::Site site = sites.for_bug(bug);
     const emulation::Output bad = emulation::run(c.s, c.dtype, e, bug, site);
