@@ -36,8 +36,8 @@ struct Site {
 // kernel is judged on), so the question is whether the rule sees a bug whose effect is there to be
 // seen: `row`, `key` and its effect for RowMaskOffBy1, `key` and its effect for KeyDropped. The mask bug
 // flips a row's usual limit (fused_emulation.cpp); where that changes no checked row by more than
-// `unseen` (what no rule can tell from rounding), it flips the key at either edge of a row's band, shown
-// or hidden, that changes one most.
+// `unseen` (an effect the rule is not bound to see), it flips the key at either edge of a row's band,
+// shown or hidden, that changes one most.
 struct Sites {
   Site row_mask, key_dropped;
   Site for_bug(Bug b) const { return b == Bug::RowMaskOffBy1 ? row_mask : b == Bug::KeyDropped ? key_dropped : Site{}; }
