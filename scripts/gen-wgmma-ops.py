@@ -8,6 +8,9 @@ is the one place that spelling comes from.  Usage: scripts/gen-wgmma-ops.py > sr
 # (tune/spaces.cpp), which its candidates compile from this file.
 SS_N = (64, 96, 128, 160, 176, 192, 224, 256)
 RS_N = (64, 128)  # O += P.V: N = head_dim
+# The backward's dQ = dS.K (wgmma_bwd_kernel.cuh): dS stored [keys][queries] and K [keys][D], both
+# MN-major; N = 64 columns of D per consumer warpgroup.
+SS_TT_N = (64,)
 TYPES = (("__half", "f16"), ("__nv_bfloat16", "bf16"))
 # E4M3 (k = 32 per instruction): both operands K-major (no transpose bits for 8-bit types), head_dim 64 and 128.
 FP8 = ("__nv_fp8_e4m3", "e4m3")
@@ -38,6 +41,10 @@ __device__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate
 // for fp16/bf16, K-major for E4M3 (8-bit types have no transpose).
 template <int N, typename T>
 __device__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b);
+
+// mma_ss with both operands MN-major (both transpose bits set; fp16/bf16 only): A stored [K][M], B [K][N].
+template <int N, typename T>
+__device__ void mma_ss_tt(float (&d)[N / 2], uint64_t a, uint64_t b, int accumulate);
 """
 
 
@@ -49,11 +56,11 @@ def outs(n):
     return ", ".join(f'"+f"(d[{i}])' for i in range(n))
 
 
-def ss(n, t, ptx, k=16, trans=", 0, 0"):
+def ss(n, t, ptx, k=16, trans=", 0, 0", name="mma_ss"):
     c = n // 2
     return f"""
 template <>
-__device__ __forceinline__ void mma_ss<{n}, {t}>(float (&d)[{c}], uint64_t a, uint64_t b, int accumulate) {{
+__device__ __forceinline__ void {name}<{n}, {t}>(float (&d)[{c}], uint64_t a, uint64_t b, int accumulate) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{c + 2}, 0;\\n"
       "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx}.{ptx} {{{regs(c)}}}, %{c}, %{c + 1}, p, 1, 1{trans};\\n}}\\n"
@@ -80,6 +87,7 @@ out = [HEADER]
 for t, ptx in TYPES:
     out += [ss(n, t, ptx) for n in SS_N]
     out += [rs(n, t, ptx) for n in RS_N]
+    out += [ss(n, t, ptx, trans=", 1, 1", name="mma_ss_tt") for n in SS_TT_N]
 out += [ss(n, FP8[0], FP8[1], 32, "") for n in FP8_SS_N]
 out += [rs(n, FP8[0], FP8[1], 32, "") for n in FP8_RS_N]
 out.append("\n}  // namespace evosdpa::detail::wgmma_sm90\n")

@@ -65,6 +65,11 @@ set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/inst/wgmma_fp8_d128_m192.cu
   src/kernels/wgmma/inst/wgmma_fp8_d64.cu
   src/kernels/wgmma/inst/wgmma_fp8_d64_m192.cu
+  src/kernels/wgmma/bwd/wgmma_bwd_dispatch.cu
+  src/kernels/wgmma/bwd/inst/wgmma_bwd_fp16_d64.cu
+  src/kernels/wgmma/bwd/inst/wgmma_bwd_fp16_d128.cu
+  src/kernels/wgmma/bwd/inst/wgmma_bwd_bf16_d64.cu
+  src/kernels/wgmma/bwd/inst/wgmma_bwd_bf16_d128.cu
   # splitkv_sm80's 192 KiB row (splitkv_config.hpp): only sm_90's shared memory holds it.
   src/kernels/splitkv/inst/splitkv_fp16_d128_wide.cu
   src/kernels/splitkv/inst/splitkv_bf16_d128_wide.cu

@@ -154,7 +154,10 @@ def test_lse_is_requested_only_when_a_gradient_is_needed():
 
 # ---- on a GPU ------------------------------------------------------------------------------------------
 
-KERNELS = ["auto", "reference"]  # the kernels whose backward the tests name: the fastest, and the baseline
+# The kernels whose backward the tests name: the fastest, the baseline, and on Hopper wgmma_sm90's, which
+# "auto" does not take yet.
+HOPPER = HAVE_TORCH and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+KERNELS = ["auto", "reference"] + (["wgmma_sm90"] if HOPPER else [])
 
 
 def to_layout(t, layout):
@@ -340,7 +343,7 @@ def test_named_kernels(rng):
             continue
         check_gradients(grads, q, k, v, dout, causal=True, rng=rng, what=f"kernel {name}")
         ran.append(name)
-    assert {"mma_sm80", "reference"} <= set(ran), ran
+    assert {"mma_sm80", "reference"} | ({"wgmma_sm90"} if HOPPER else set()) <= set(ran), ran
 
 
 @needs_gpu

@@ -70,4 +70,19 @@ __device__ __forceinline__ float fast_rcp(float x) {
   return y;
 }
 
+// A compile-time index (for_each_index).
+template <int V>
+struct Index {
+  static constexpr int value = V;
+};
+
+// f(Index<I>{}) for I = kFirst .. kEnd - 1: a loop whose index is a constant expression in its body.
+template <int kFirst, int kEnd, typename F>
+__device__ __forceinline__ void for_each_index(F&& f) {
+  if constexpr (kFirst < kEnd) {
+    f(Index<kFirst>{});
+    for_each_index<kFirst + 1, kEnd>(f);
+  }
+}
+
 }  // namespace evosdpa::detail

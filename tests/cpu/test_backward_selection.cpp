@@ -7,6 +7,7 @@
 #include "cpu/params_fixture.hpp"
 #include "cpu/selection_fixture.hpp"
 #include "kernels/mma/bwd/bwd_config.hpp"
+#include "kernels/wgmma/bwd/wgmma_bwd_config.hpp"
 #include "kernels/registry.hpp"
 #include "validation.hpp"
 
@@ -171,8 +172,27 @@ TEST(BackwardSelection, MmaSm80RowByDevice) {
               i);
 }
 
+// wgmma_sm90's backward runs by name on Hopper only, with its tile row per head dim; "auto" keeps
+// mma_sm80's (its auto_prefers); a head dim without a row is refused.
+TEST(BackwardSelection, WgmmaRunsByNameOnHopperAndAutoKeepsMma) {
+  namespace w = evosdpa::detail::wgmma_sm90;
+  for (int d : {64, 128}) {
+    const auto p = valid_backward(2, 8, 2, 1000, 777, d);
+    const auto named = select_backward(p, device(9, 0), "wgmma_sm90");
+    ASSERT_TRUE(named.check.ok()) << named.check.message;
+    EXPECT_STREQ(named.family->name, "wgmma_sm90");
+    EXPECT_EQ(w::kBwdTiles[named.variant].head_dim, d);
+    EXPECT_STREQ(select_backward(p, device(9, 0), "auto").family->name, "mma_sm80");
+    const auto ampere = select_backward(p, device(8, 0), "wgmma_sm90");
+    EXPECT_EQ(ampere.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(ampere.check.message.find("needs a Hopper GPU"), std::string::npos) << ampere.check.message;
+  }
+  const auto p = valid_backward(2, 8, 2, 1000, 777, 96);
+  EXPECT_EQ(select_backward(p, device(9, 0), "wgmma_sm90").check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
+}
+
 TEST(BackwardSelection, FamiliesWithoutABackwardRefuseByName) {
-  for (const char* name : {"wgmma_sm90", "mma_fp8_sm89"}) {
+  for (const char* name : {"splitkv_sm80", "mma_fp8_sm89"}) {
     const auto s = select_backward(valid_backward(), device(9, 0), name);
     EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
     EXPECT_EQ(s.check.message, std::string(name) + ": has no backward pass");

@@ -15,6 +15,7 @@
 #include "kernels/mma/mma_config.hpp"
 #include "kernels/mma_fp8/mma_fp8_config.hpp"
 #include "kernels/splitkv/splitkv_config.hpp"
+#include "kernels/wgmma/bwd/wgmma_bwd_config.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 
 using namespace evosdpa::host;
@@ -24,8 +25,15 @@ namespace {
 TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   const auto kernels = load_ptxas_logs(EVOSDPA_PTXAS_LOG_DIR);
   ASSERT_FALSE(kernels.empty()) << "no ptxas output in " << EVOSDPA_PTXAS_LOG_DIR;
-  std::set<std::string> mma, mma_bwd, wgmma, fp8, splitkv;
+  std::set<std::string> mma, mma_bwd, wgmma, wgmma_bwd, fp8, splitkv;
   for (const auto& k : kernels) {
+    // wgmma_sm90's backward names mma_sm80's workspace type in its parameters (names are mangled).
+    const bool hopper_bwd =
+        k.function.find("wgmma_sm90") != std::string::npos && k.function.find("bwd_kernel") != std::string::npos;
+    if (hopper_bwd) {
+      if (k.arch == "sm_90a") wgmma_bwd.insert(k.function);
+      continue;
+    }
     const bool m80 = k.function.find("mma_sm80") != std::string::npos;
     if (m80 && k.function.find("bwd_") == std::string::npos) mma.insert(k.function);
     if (m80 && k.function.find("bwd_") != std::string::npos) mma_bwd.insert(k.function);
@@ -63,6 +71,9 @@ TEST(ResourceGate, EveryKernelOfTheBuildPasses) {
   EXPECT_EQ(wgmma.size(), expected)
       << "expected the sm_90a instantiations of every Hopper tile-table row (fp16 and bf16, persistent, split "
          "and dynamic, score modifiers; E4M3 persistent)";
+  // wgmma_sm90's backward: fp16 and bf16, per row, in each mode (its passes are mma_sm80's, above).
+  EXPECT_EQ(wgmma_bwd.size(), 2u * 2u * evosdpa::detail::wgmma_sm90::kBwdTileCount)
+      << "expected fp16 and bf16 instantiations of every Hopper backward row in both modes";
   for (const auto& v : gate_violations(kernels)) ADD_FAILURE() << v;
   std::cout << report_table(kernels);
 }

@@ -18,7 +18,15 @@ using namespace test_cases;
 
 namespace {
 
-constexpr const char* kBackwardKernels[] = {"reference", "mma_sm80"};
+constexpr const char* kBackwardKernels[] = {"reference", "mma_sm80", "wgmma_sm90"};
+
+// wgmma_sm90 runs on Hopper only; elsewhere its cases skip (its refusal there is test_backward_selection's).
+bool runs_here(const std::string& kernel) {
+  if (kernel != "wgmma_sm90") return true;
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major == 9;
+}
 constexpr evosdpa_backward_mode_t kModes[] = {EVOSDPA_BACKWARD_DETERMINISTIC, EVOSDPA_BACKWARD_FAST};
 
 const char* mode_name(evosdpa_backward_mode_t m) { return m == EVOSDPA_BACKWARD_FAST ? "fast" : "deterministic"; }
@@ -27,6 +35,7 @@ const char* mode_name(evosdpa_backward_mode_t m) { return m == EVOSDPA_BACKWARD_
 // written outside the gradients.
 void expect_correct(const KCase& c, const BackwardExpected& e, const std::string& kernel,
                     evosdpa_backward_mode_t mode) {
+  if (!runs_here(kernel)) GTEST_SKIP() << kernel << " needs a Hopper GPU";
   DeviceBackwardProblem prob(c.s, c.dtype, c.layout, e.in, mode, kernel);
   ASSERT_TRUE(prob.workspace_query().ok()) << prob.workspace_query().message;
   const evosdpa::Result r = prob.run(kernel);
@@ -123,6 +132,7 @@ TEST(BackwardDeterminism, DeterministicModeIsBitwiseRepeatable) {
     const BackwardExpected e =
         make_backward_expected(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 97, case_seed(run_seed(), "bwd_determinism"));
     for (const char* kernel : kBackwardKernels) {
+      if (!runs_here(kernel)) continue;
       DeviceBackwardProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, e.in, EVOSDPA_BACKWARD_DETERMINISTIC, kernel);
       ASSERT_TRUE(prob.workspace_query().ok()) << prob.workspace_query().message;
       ASSERT_NO_FATAL_FAILURE(expect_repeatable(prob, kernel, 100, {Grad::dQ, Grad::dK, Grad::dV}));
@@ -135,6 +145,7 @@ TEST(BackwardDeterminism, FastModeKeyAndValueGradientsAreBitwiseRepeatable) {
     const BackwardExpected e =
         make_backward_expected(s, EVOSDPA_DTYPE_BFLOAT16, 1.0, 97, case_seed(run_seed(), "bwd_fast"));
     for (const char* kernel : kBackwardKernels) {
+      if (!runs_here(kernel)) continue;
       DeviceBackwardProblem prob(s, EVOSDPA_DTYPE_BFLOAT16, Layout::BHSD, e.in, EVOSDPA_BACKWARD_FAST, kernel);
       ASSERT_TRUE(prob.workspace_query().ok()) << prob.workspace_query().message;
       ASSERT_NO_FATAL_FAILURE(expect_repeatable(prob, kernel, 10, {Grad::dK, Grad::dV}));
@@ -187,6 +198,7 @@ class BackwardErrors : public ::testing::TestWithParam<std::tuple<std::string, e
 TEST_P(BackwardErrors, AreRefusedAndWriteNothing) {
   const auto& [kernel_name, mode] = GetParam();
   const char* kernel = kernel_name.c_str();
+  if (!runs_here(kernel_name)) GTEST_SKIP() << kernel << " needs a Hopper GPU";
   const Shape s = shape(2, 4, 2, 300, 200, 64, EVOSDPA_CAUSAL_BOTTOM_RIGHT);
   const BackwardExpected e = make_backward_expected(s, EVOSDPA_DTYPE_FLOAT16, 1.0, 50, 5);
   DeviceBackwardProblem prob(s, EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, e.in, mode, kernel);
@@ -228,7 +240,7 @@ TEST_P(BackwardErrors, AreRefusedAndWriteNothing) {
   p.dk = good.dv;
   expect_refused(p, kernel, EVOSDPA_ERROR_INVALID_ARGUMENT, "dk aliasing dv");
   expect_refused(good, "no_such_kernel", EVOSDPA_ERROR_INVALID_ARGUMENT, "unknown kernel");
-  expect_refused(good, "wgmma_sm90", EVOSDPA_ERROR_NOT_SUPPORTED, "a kernel with no backward");
+  expect_refused(good, "splitkv_sm80", EVOSDPA_ERROR_NOT_SUPPORTED, "a kernel with no backward");
   CUDA_OK(cudaDeviceSynchronize());
   for (Grad g : kGrads)
     for (uint16_t bits : prob.raw(g)) ASSERT_EQ(bits, 0xffff) << grad_name(g) << " written by a refused call";

@@ -7,6 +7,9 @@
 
 #include "dispatch.hpp"
 #include "kernels/family.hpp"
+#include "kernels/mma/bwd/bwd_workspace.hpp"
+#include "kernels/wgmma/bwd/wgmma_bwd_config.hpp"
+#include "kernels/wgmma/bwd/wgmma_bwd_dispatch.hpp"
 #include "kernels/wgmma/wgmma_config.hpp"
 #include "kernels/wgmma/wgmma_dispatch.hpp"
 
@@ -24,6 +27,23 @@ constexpr int64_t kMaxTmaStride = int64_t{1} << 40;
 constexpr long long kMaxGridX = INT32_MAX;
 // DynamicSchedule's counter (wgmma_scheduler.cuh), one unsigned in a 16-byte unit of the workspace.
 constexpr size_t kCounterBytes = 16;
+
+// A tensor TMA reads or writes: a 16-byte aligned start, strides of the dimensions longer than 1 non-zero
+// multiples of 16 bytes below 2^40.
+Check check_tma_view(const TensorView& t, size_t elem_bytes) {
+  if (t.empty()) return {};
+  const int64_t elem = static_cast<int64_t>(elem_bytes);
+  if (reinterpret_cast<uintptr_t>(t.ptr) % kTmaAlign != 0)
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(t.name) + " is not " + std::to_string(kTmaAlign) + "-byte aligned");
+  for (int d = 0; d < 3; ++d) {
+    if (t.sizes[d] <= 1) continue;
+    if (t.strides[d] == 0 || t.strides[d] % (kTmaAlign / elem) != 0 || t.strides[d] >= kMaxTmaStride / elem)
+      return fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::string(t.name) + " " + kDimNames[d] + " stride " +
+                                                   std::to_string(t.strides[d]) + " is not a non-zero multiple of " +
+                                                   std::to_string(kTmaAlign / elem) + " elements below 2^40 bytes (TMA)");
+  }
+  return {};
+}
 
 wgmma_sm90::Choice choice_for(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return wgmma_sm90::choose_config(static_cast<int>(p.head_dim), p.batch * p.heads_q, p.seqlen_q, p.seqlen_k,
@@ -69,21 +89,9 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
     return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
                   std::to_string(dev.max_smem_per_block_optin));
   const auto views = tensors(p);  // q, k, v, o
-  for (size_t i = 0; i < views.size(); ++i) {
-    const TensorView& t = views[i];
-    if (t.empty()) continue;
-    // O's elements are o_dtype's with FP8 inputs.
-    const int64_t elem = static_cast<int64_t>(i == 3 ? output_elem_bytes(p) : input_elem_bytes(p));
-    if (reinterpret_cast<uintptr_t>(t.ptr) % kTmaAlign != 0)
-      return refuse(who + t.name + " is not " + std::to_string(kTmaAlign) + "-byte aligned");
-    for (int d = 0; d < 3; ++d) {
-      if (t.sizes[d] <= 1) continue;
-      if (t.strides[d] == 0 || t.strides[d] % (kTmaAlign / elem) != 0 || t.strides[d] >= kMaxTmaStride / elem)
-        return refuse(who + t.name + " " + kDimNames[d] + " stride " + std::to_string(t.strides[d]) +
-                      " is not a non-zero multiple of " + std::to_string(kTmaAlign / elem) +
-                      " elements below 2^40 bytes (TMA)");
-    }
-  }
+  for (size_t i = 0; i < views.size(); ++i)  // O's elements are o_dtype's with FP8 inputs
+    if (const Check c = check_tma_view(views[i], i == 3 ? output_elem_bytes(p) : input_elem_bytes(p)); !c.ok())
+      return refuse(who + c.message);
   const int block_m = wgmma_sm90::kConfigs[variant].block_m();
   const __int128 blocks = static_cast<__int128>((p.seqlen_q + block_m - 1) / block_m) * p.batch * p.heads_q;
   if (blocks > kMaxGridX)
@@ -118,9 +126,53 @@ bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
   return p.head_dim != 64 || wgmma_sm90::kConfigs[choice.row].split_keys || 2 * ctas >= dev.sm_count;
 }
 
+// The backward pass (bwd/): TMA loads Q, K, V and dO; mma_sm80's pre- and post-passes move O, dO and dQ
+// in 16-byte chunks and the kernel writes dK and dV in element pairs.
+FamilySupport backward_supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
+  const std::string who = "wgmma_sm90 backward: ";
+  const auto refuse = [](std::string message) {
+    return FamilySupport{fail(EVOSDPA_ERROR_NOT_SUPPORTED, std::move(message))};
+  };
+  if (dev.cc_major != 9) return refuse(who + "needs a Hopper GPU (compute capability 9.x)");
+  // validate_backward_params admits fp16 and bf16 only, the instantiations of bwd/inst/.
+  const int variant = wgmma_sm90::bwd_tile_index(static_cast<int>(p.head_dim));
+  if (variant < 0) return refuse(who + "no tile configuration for head_dim " + std::to_string(p.head_dim) + " (64, 128)");
+  const long long smem = wgmma_sm90::kBwdTiles[variant].smem_bytes();
+  if (smem > dev.max_smem_per_block_optin)
+    return refuse(who + "needs " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
+                  std::to_string(dev.max_smem_per_block_optin));
+  const auto views = tensors(p);
+  const auto grads = backward_tensors(p);
+  for (const TensorView& t : {views[0], views[1], views[2], grads[0]})
+    if (const Check c = check_tma_view(t, input_elem_bytes(p)); !c.ok()) return refuse(who + c.message);
+  if (const Check c = check_backward_row_alignment(p, kTmaAlign); !c.ok()) return refuse(who + c.message);
+  // Every factor is below 2^31, but their product can pass 2^63.
+  const int block_n = wgmma_sm90::kBwdTiles[variant].block_n;
+  const __int128 k_blocks = static_cast<__int128>((p.seqlen_k + block_n - 1) / block_n) * p.batch * p.heads_kv;
+  const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
+  if (k_blocks > kMaxGridX || rows > kMaxGridX)
+    return refuse(who + "batch * heads * seqlen exceeds 2^31-1 rows or blocks");
+  return {{}, variant};
+}
+
+// mma_sm80's workspace layout (D, the float32 dQ sums, the turn counters per query tile of tile_m rows).
+size_t backward_workspace_bytes(const evosdpa_params_t& p, int variant) {
+  const bool deterministic = p.backward_mode != EVOSDPA_BACKWARD_FAST;
+  const int64_t turns = deterministic ? mma_sm80::dq_turns(p.batch * p.heads_q, p.seqlen_q,
+                                                           wgmma_sm90::kBwdTiles[variant].tile_m)
+                                      : 0;
+  return static_cast<size_t>(mma_sm80::bwd_workspace_bytes(p.batch * p.heads_q * p.seqlen_q, p.head_dim, turns));
+}
+
+// Not yet "auto"'s choice: it runs by name until its figures against mma_sm80's backward are measured.
+bool backward_auto_prefers(const evosdpa_params_t&, const DeviceInfo&) { return false; }
+
+const BackwardEntry kBackward = {backward_supports, backward_workspace_bytes, wgmma_sm90::launch_backward_variant,
+                                 backward_auto_prefers};
+
 }  // namespace
 
 extern const KernelFamily kWgmmaSm90Family = {"wgmma_sm90", EVOSDPA_CUDA_ARCHS, supports, wgmma_sm90::launch_variant,
-                                              wgmma_sm90::probe_image, auto_prefers};
+                                              wgmma_sm90::probe_image, auto_prefers, &kBackward};
 
 }  // namespace evosdpa::detail

@@ -22,6 +22,7 @@
 
 #include "kernels/backward_params.hpp"
 #include "kernels/device_math.cuh"
+#include "kernels/dq_turns.cuh"
 #include "kernels/mma/bwd/bwd_config.hpp"
 #include "kernels/mma/bwd/bwd_gemm.cuh"
 #include "kernels/mma/bwd/bwd_workspace.hpp"
@@ -55,35 +56,6 @@ struct WarpRect {
   __device__ explicit WarpRect(int warp)
       : row0((warp % kWarpsRows) * kMT * 16), col0((warp / kWarpsRows) * kNT * 8) {}
 };
-
-// DETERMINISTIC mode's turns: the block waits until `turn` (a counter in global memory) reaches its
-// rank, adds, then passes the turn. One thread polls with acquire and passes with release at GPU scope;
-// the block barriers around order every thread's adds between the two (CUTLASS's generic barrier).
-__device__ __forceinline__ void wait_turn(const int* turn, int rank) {
-  int v;
-  do {
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(turn) : "memory");
-  } while (v != rank);
-}
-
-__device__ __forceinline__ void pass_turn(int* turn) {
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(turn) : "memory");
-}
-
-// A compile-time index (for_each_index).
-template <int V>
-struct Index {
-  static constexpr int value = V;
-};
-
-// f(Index<I>{}) for I = kFirst .. kEnd - 1: a loop whose index is a constant expression in its body.
-template <int kFirst, int kEnd, typename F>
-__device__ __forceinline__ void for_each_index(F&& f) {
-  if constexpr (kFirst < kEnd) {
-    f(Index<kFirst>{});
-    for_each_index<kFirst + 1, kEnd>(f);
-  }
-}
 
 // Adds a warp rectangle of dQ (mma C layout) to float32 sums of rows of D from `sums`, the tile's first
 // query row; rows at or past `valid_rows` are skipped. Each lane's address is computed once and every

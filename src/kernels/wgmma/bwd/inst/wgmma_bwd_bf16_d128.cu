@@ -1,0 +1,7 @@
+// Explicit instantiation: Hopper backward, bf16, head_dim 128.
+#include "kernels/wgmma/bwd/wgmma_bwd_launch.cuh"
+
+namespace evosdpa::detail::wgmma_sm90 {
+static_assert(kBwdTiles[1].head_dim == 128);
+template cudaError_t launch_backward<__nv_bfloat16, 1>(const BackwardParams&, cudaStream_t);
+}  // namespace evosdpa::detail::wgmma_sm90

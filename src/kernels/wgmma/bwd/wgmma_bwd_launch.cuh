@@ -1,0 +1,72 @@
+// Launch of wgmma_sm90's backward for one (dtype, tile row): mma_sm80's pre-pass (D, zeroed dQ sums and
+// turn counters), the wgmma kernel (dK, dV, dQ's sums), mma_sm80's conversion of the sums to dQ. The
+// four TMA maps (Q, K, V, dO) are encoded per call and passed by value, so nothing is allocated.
+// Included by the instantiation files in inst/, one per (dtype, row).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "kernels/mma/bwd/bwd_prepass.cuh"
+#include "kernels/wgmma/bwd/wgmma_bwd_kernel.cuh"
+#include "kernels/wgmma/tma_map.hpp"
+
+namespace evosdpa::detail::wgmma_sm90 {
+
+template <typename T, int kIndex>
+cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
+  constexpr BwdTile cfg = kBwdTiles[kIndex];
+  constexpr int D = cfg.head_dim;
+  const KernelParams& p = bp.fwd;
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+  const mma_sm80::BwdWorkspace ws = mma_sm80::bwd_workspace(bp.workspace, rows, D, !bp.fast, cfg.tile_m);
+
+  constexpr int kRowsPerPrepassBlock = mma_sm80::kPrepassThreads / (D / 8);
+  const int64_t prepass_blocks = (rows + kRowsPerPrepassBlock - 1) / kRowsPerPrepassBlock;
+  if (prepass_blocks > 0)
+    mma_sm80::bwd_prepass_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), mma_sm80::kPrepassThreads, 0, stream>>>(bp, ws);
+
+  const int64_t k_blocks = (static_cast<int64_t>(p.seqlen_k) + cfg.block_n - 1) / cfg.block_n * p.batch * bp.heads_kv;
+  if (k_blocks > 0) {
+    const CUtensorMapDataType dtype =
+        std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    CUtensorMap tq, tk, tv, tdo;
+    cudaError_t err = encode_tensor_map(
+        tk, {p.k, p.batch, bp.heads_kv, p.seqlen_k, D, p.k_batch_stride, p.k_head_stride, p.k_seq_stride}, dtype,
+        cfg.block_n);
+    if (err == cudaSuccess)
+      err = encode_tensor_map(
+          tv, {p.v, p.batch, bp.heads_kv, p.seqlen_k, D, p.v_batch_stride, p.v_head_stride, p.v_seq_stride}, dtype,
+          cfg.block_n);
+    if (rows > 0) {
+      if (err == cudaSuccess)
+        err = encode_tensor_map(
+            tq, {p.q, p.batch, p.heads_q, p.seqlen_q, D, p.q_batch_stride, p.q_head_stride, p.q_seq_stride}, dtype,
+            cfg.tile_m);
+      if (err == cudaSuccess)
+        err = encode_tensor_map(tdo,
+                                {bp.dout, p.batch, p.heads_q, p.seqlen_q, D, bp.dout_batch_stride,
+                                 bp.dout_head_stride, bp.dout_seq_stride},
+                                dtype, cfg.tile_m);
+    } else {
+      tq = tdo = tk;  // no query tile is loaded without queries (a map of an empty tensor cannot be encoded);
+                      // the blocks store zero dK and dV
+    }
+    if (err != cudaSuccess) return err;
+    constexpr int smem = cfg.smem_bytes();
+    const auto run = [&](auto* kernel) {
+      cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      if (e != cudaSuccess) return e;
+      kernel<<<static_cast<unsigned>(k_blocks), cfg.threads(), smem, stream>>>(tq, tk, tv, tdo, bp, ws);
+      return cudaGetLastError();
+    };
+    err = bp.fast ? run(bwd_kernel<T, kIndex, false>) : run(bwd_kernel<T, kIndex, true>);
+    if (err != cudaSuccess) return err;
+  }
+  if (prepass_blocks > 0)
+    mma_sm80::bwd_dq_convert_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), mma_sm80::kPrepassThreads, 0, stream>>>(bp, ws);
+  return cudaGetLastError();
+}
+
+}  // namespace evosdpa::detail::wgmma_sm90
