@@ -65,8 +65,7 @@ Selection select_kernel(const evosdpa_params_t& p, const DeviceInfo& dev, const 
   Selection passed_over;  // the first family that supports the call but left it to a later one
   for (const KernelFamily* f : families) {
     Selection s = try_family(*f, p, dev, pass);
-    const auto prefers = pass == Pass::kForward ? f->auto_prefers : f->backward != nullptr ? f->backward->auto_prefers : nullptr;
-    if (s.check.ok() && prefers != nullptr && !prefers(p, dev)) {
+    if (s.check.ok() && pass == Pass::kForward && f->auto_prefers != nullptr && !f->auto_prefers(p, dev)) {
       if (passed_over.family == nullptr) passed_over = std::move(s);
       continue;
     }

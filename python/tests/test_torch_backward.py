@@ -154,10 +154,10 @@ def test_lse_is_requested_only_when_a_gradient_is_needed():
 
 # ---- on a GPU ------------------------------------------------------------------------------------------
 
-# The kernels whose backward the tests name: the fastest, the baseline, and on Hopper wgmma_sm90's, which
-# "auto" does not take yet.
+# The kernels whose backward the tests name: the fastest ("auto": wgmma_sm90 on Hopper, else mma_sm80),
+# the baseline, and on Hopper mma_sm80 too.
 HOPPER = HAVE_TORCH and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
-KERNELS = ["auto", "reference"] + (["wgmma_sm90"] if HOPPER else [])
+KERNELS = ["auto", "reference"] + (["mma_sm80"] if HOPPER else [])
 
 
 def to_layout(t, layout):
@@ -245,14 +245,19 @@ def test_strided_and_misaligned_inputs(kernel, rng):
     evosdpa.attention(q, k, v, layout="bshd", causal=True, kernel=kernel).backward(dout)
     grads = tuple(bhsd(g) for g in packed.grad.unbind(3))
     check_gradients(grads, bhsd(q), bhsd(k), bhsd(v), bhsd(dout), causal=True, rng=rng, what="packed qkv")
-    # Inputs and dout not 16-byte aligned: "auto" runs the reference kernel, which takes any element alignment.
+    # Inputs and dout not 16-byte aligned: "auto" runs the reference kernel, which takes any element alignment;
+    # the tensor-core kernels by name refuse them.
     q, k, v, dout = (rng.randn(1, 4, 200, 64, dtype=dt) for _ in range(4))
     leaves = [misaligned(t).requires_grad_() for t in (q, k, v)]
     dout_m = misaligned(dout)
     assert all(t.data_ptr() % 16 for t in (*leaves, dout_m))
-    evosdpa.attention(*leaves, causal=True, causal_alignment="bottom_right", kernel=kernel).backward(dout_m)
-    check_gradients(tuple(t.grad for t in leaves), q, k, v, dout, causal=True, alignment="bottom_right", rng=rng,
-                    what="misaligned")
+    if kernel in ("auto", "reference"):
+        evosdpa.attention(*leaves, causal=True, causal_alignment="bottom_right", kernel=kernel).backward(dout_m)
+        check_gradients(tuple(t.grad for t in leaves), q, k, v, dout, causal=True, alignment="bottom_right", rng=rng,
+                        what="misaligned")
+    else:
+        with pytest.raises(ValueError, match="16-byte aligned"):
+            evosdpa.attention(*leaves, causal=True, causal_alignment="bottom_right", kernel=kernel).backward(dout_m)
     # A strided last dimension (a transposed view): copied by evosdpa.attention, its gradient comes back.
     qt = rng.randn(1, 4, 64, 200, dtype=dt).transpose(-1, -2).requires_grad_()
     kv = [t.clone().requires_grad_() for t in (k, v)]

@@ -46,8 +46,6 @@ struct BackwardEntry {
   // Workspace bytes the variant needs for these arguments.
   size_t (*workspace_bytes)(const evosdpa_params_t& p, int variant);
   cudaError_t (*launch)(const BackwardParams& k, evosdpa_dtype_t dtype, int variant, cudaStream_t stream);
-  // As KernelFamily::auto_prefers, for "auto"'s backward (nullptr: always take it).
-  bool (*auto_prefers)(const evosdpa_params_t& p, const DeviceInfo& dev) = nullptr;
 };
 
 struct KernelFamily {

@@ -126,12 +126,12 @@ TEST(BackwardValidation, Workspace) {
   EXPECT_NE(check_workspace(p, 64).message.find("overlaps input k"), std::string::npos);
 }
 
-TEST(BackwardSelection, AutoTakesMmaSm80AndTheReferenceWhereItCannot) {
+TEST(BackwardSelection, AutoTakesWgmmaOnHopperMmaSm80ElsewhereAndTheReferenceWhereNeitherCan) {
   for (auto dev : {device(8, 0, 163 * 1024), device(8, 6, 99 * 1024), device(8, 9, 99 * 1024), device(9, 0)}) {
     for (int64_t d : {64, 128}) {
       const auto s = select_backward(valid_backward(2, 8, 2, 1000, 777, d), dev, "auto");
       ASSERT_TRUE(s.check.ok()) << s.check.message;
-      EXPECT_EQ(name_of(s), "mma_sm80") << dev.cc_major << "." << dev.cc_minor << " D=" << d;
+      EXPECT_EQ(name_of(s), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80") << dev.cc_major << "." << dev.cc_minor << " D=" << d;
     }
   }
   // A device that gives a block less shared memory than the kernels need, and a gradient off the
@@ -172,9 +172,9 @@ TEST(BackwardSelection, MmaSm80RowByDevice) {
               i);
 }
 
-// wgmma_sm90's backward runs by name on Hopper only, with its tile row per head dim; "auto" keeps
-// mma_sm80's (its auto_prefers); a head dim without a row is refused.
-TEST(BackwardSelection, WgmmaRunsByNameOnHopperAndAutoKeepsMma) {
+// wgmma_sm90's backward runs on Hopper only, with its tile row per head dim; a head dim without a row
+// is refused.
+TEST(BackwardSelection, WgmmaRunsOnHopperOnly) {
   namespace w = evosdpa::detail::wgmma_sm90;
   for (int d : {64, 128}) {
     const auto p = valid_backward(2, 8, 2, 1000, 777, d);
@@ -182,7 +182,6 @@ TEST(BackwardSelection, WgmmaRunsByNameOnHopperAndAutoKeepsMma) {
     ASSERT_TRUE(named.check.ok()) << named.check.message;
     EXPECT_STREQ(named.family->name, "wgmma_sm90");
     EXPECT_EQ(w::kBwdTiles[named.variant].head_dim, d);
-    EXPECT_STREQ(select_backward(p, device(9, 0), "auto").family->name, "mma_sm80");
     const auto ampere = select_backward(p, device(8, 0), "wgmma_sm90");
     EXPECT_EQ(ampere.check.status, EVOSDPA_ERROR_NOT_SUPPORTED);
     EXPECT_NE(ampere.check.message.find("needs a Hopper GPU"), std::string::npos) << ampere.check.message;

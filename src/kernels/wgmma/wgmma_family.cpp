@@ -164,11 +164,9 @@ size_t backward_workspace_bytes(const evosdpa_params_t& p, int variant) {
   return static_cast<size_t>(mma_sm80::bwd_workspace_bytes(p.batch * p.heads_q * p.seqlen_q, p.head_dim, turns));
 }
 
-// Not yet "auto"'s choice: it runs by name until its figures against mma_sm80's backward are measured.
-bool backward_auto_prefers(const evosdpa_params_t&, const DeviceInfo&) { return false; }
-
-const BackwardEntry kBackward = {backward_supports, backward_workspace_bytes, wgmma_sm90::launch_backward_variant,
-                                 backward_auto_prefers};
+// "auto"'s backward on Hopper: faster than mma_sm80's at every point of the fa3 grid (H200, fp16, FAST:
+// 1.25-1.52x; docs/perf-log.md v14).
+const BackwardEntry kBackward = {backward_supports, backward_workspace_bytes, wgmma_sm90::launch_backward_variant};
 
 }  // namespace
 

@@ -251,13 +251,13 @@ __device__ void bwd_consume(const BackwardParams& bp, const BwdWorkspace& ws, co
     store_ds_t<TM>(sm.ds(t & 1), dsa, row0, warp, lane);
     fence_async_shared();  // dS^T (generic-proxy stores) visible to the dQ product's wgmma
 
-    // dV += P^T dO, dK += dS^T Q: B [queries][D] N-major, 64-column blocks TM * 128 bytes apart.
+    // dV += P^T dO, then (both consumers' dS^T stored) dQ = dS K, then dK += dS^T Q, so that dQ's adds
+    // run under dK's product (FlashAttention-3's order). B of dV and dK: [queries][D], N-major, 64-column
+    // blocks TM * 128 bytes apart.
     wgmma_fence();
     const uint64_t do_n = matrix_desc(sm.dout(s), TM * 128, 1024), q_n = matrix_desc(sm.q(s), TM * 128, 1024);
 #pragma unroll
     for (int kk = 0; kk < TM / 16; ++kk) mma_rs<D, T>(dv, pa[kk], desc_advance(do_n, kk * 2048));
-#pragma unroll
-    for (int kk = 0; kk < TM / 16; ++kk) mma_rs<D, T>(dk, dsa[kk], desc_advance(q_n, kk * 2048));
     wgmma_commit();
 
     named_sync(1);  // both consumers' dS^T stored
@@ -268,8 +268,10 @@ __device__ void bwd_consume(const BackwardParams& bp, const BwdWorkspace& ws, co
     for (int kk = 0; kk < BN / 16; ++kk)
       mma_ss_tt<64, T>(dq, desc_advance(ds_desc, kk * 2048), desc_advance(kb_desc, kk * 2048), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
-    mbar_arrive(sm.q_empty(s));  // Q, dO, lse and D of stage s read
+#pragma unroll
+    for (int kk = 0; kk < TM / 16; ++kk) mma_rs<D, T>(dk, dsa[kk], desc_advance(q_n, kk * 2048));
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done, dK running
 
     const int64_t head_row = static_cast<int64_t>(blk.b) * p.heads_q + cur.h;
     int* const turn = kDeterministic ? ws.dq_turn + head_row * ((p.seqlen_q + TM - 1) / TM) + cur.qt : nullptr;
@@ -294,6 +296,8 @@ __device__ void bwd_consume(const BackwardParams& bp, const BwdWorkspace& ws, co
       named_sync(2);
       if (t128 == 0 && consumer == 0) pass_turn(turn);
     }
+    wgmma_wait<0>();
+    mbar_arrive(sm.q_empty(s));  // Q, dO, lse and D of stage s read
   }
 
   // dK (times the scale) and dV, rows past the end not written.
