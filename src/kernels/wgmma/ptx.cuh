@@ -62,6 +62,19 @@ __device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, 
       "r"(src), "r"(dim), "r"(seq), "r"(head), "r"(batch)
       : "memory");
 }
+// Adds a [rows x 128 bytes] box of float32 in shared memory (128B-swizzled, 1024-byte aligned) to a 4-D
+// float32 tensor map's elements at L2; coordinates past the tensor's end are skipped. Completes in this
+// thread's bulk async-group.
+__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, uint32_t src, int dim, int seq, int head,
+                                               int batch) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(dim), "r"(seq), "r"(head), "r"(batch)
+      : "memory");
+}
+// Orders this thread's global accesses through the async proxy (TMA) with its generic ones around it.
+__device__ __forceinline__ void fence_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Until the thread's bulk stores have read their shared memory (it may be overwritten after).
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }

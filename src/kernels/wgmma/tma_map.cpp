@@ -39,8 +39,8 @@ cudaError_t encode_tensor_map(CUtensorMap& map, const TensorGeometry& t, CUtenso
                               int row_bytes) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encoder();
   if (encode == nullptr) return cudaErrorNotSupported;
-  // E4M3 inputs travel as bytes (UINT8): TMA only moves them.
-  const cuuint64_t kElem = dtype == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2;
+  // E4M3 inputs travel as bytes (UINT8): TMA only moves them. FLOAT32: the backward's dQ sums.
+  const cuuint64_t kElem = dtype == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : dtype == CU_TENSOR_MAP_DATA_TYPE_FLOAT32 ? 4 : 2;
   // Innermost first.
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.head_dim), static_cast<cuuint64_t>(t.seqlen),
                               static_cast<cuuint64_t>(t.heads), static_cast<cuuint64_t>(t.batch)};

@@ -1,7 +1,7 @@
 // TMA tensor maps for the Hopper family: a [batch, heads, seq, head_dim] tensor with element strides,
 // tiled as boxes of `row_bytes` bytes of head-dim columns by `box_rows` sequence rows, swizzled over the
-// same span: 128 bytes (one 128B-swizzle atom: 64 fp16/bf16 columns, 128 E4M3 ones as UINT8) or 64
-// (E4M3 at head_dim 64, 64B swizzle).
+// same span: 128 bytes (one 128B-swizzle atom: 64 fp16/bf16 columns, 128 E4M3 ones as UINT8, 32 float32
+// ones) or 64 (E4M3 at head_dim 64, 64B swizzle).
 // Encoded on the host per call (no allocation, so the call stays graph-capturable) and passed to the
 // kernel as a __grid_constant__ parameter.
 #pragma once

@@ -17,8 +17,8 @@ struct BwdTile {
   int tile_m;
   int block_n;        // keys per CTA: 64 per consumer warpgroup (wgmma's M)
   int stages;         // Q / dO tiles in flight (the producer runs that far ahead)
-  int producer_regs;  // setmaxnreg of the producer warpgroup (one warp issues TMA and stages lse, D; at 24
-                      // it spilled 4 bytes)
+  int producer_regs;  // setmaxnreg of the producer warpgroup (a warp issues the loads and stages lse and D,
+                      // a thread dQ's reduce-adds; at 24 and 32 they spilled 4-8 bytes)
   int consumer_regs;  // and of each consumer warpgroup
 
   constexpr int consumers() const { return block_n / 64; }
@@ -28,26 +28,30 @@ struct BwdTile {
   constexpr int tile_bytes(int rows) const { return rows * head_dim * 2; }
   // dS^T of one tile, [block_n keys][tile_m queries]: tile_m / 64 blocks of [block_n x 128 bytes].
   constexpr int ds_bytes() const { return block_n * tile_m * 2; }
+  // A tile's dQ in float32, [tile_m x D] as D / 32 boxes of [tile_m x 128 bytes], 128B-swizzled: what a
+  // TMA reduce-add adds to the workspace's sums.
+  constexpr int dq_bytes() const { return tile_m * head_dim * 4; }
   // K, V; the Q and dO rings; two dS buffers (a consumer writes tile t + 1's while the other may still
-  // read tile t's in its dQ product); lse and D per stage; the mbarriers (K/V full, then per stage Q
-  // full and empty).
+  // read tile t's in its dQ product); dQ; lse and D per stage; the mbarriers (K/V full, per stage Q full
+  // and empty, dQ full and empty).
   constexpr int v_offset() const { return tile_bytes(block_n); }
   constexpr int q_offset() const { return 2 * tile_bytes(block_n); }
   constexpr int do_offset() const { return q_offset() + stages * tile_bytes(tile_m); }
   constexpr int ds_offset() const { return do_offset() + stages * tile_bytes(tile_m); }
-  constexpr int lse_offset() const { return ds_offset() + 2 * ds_bytes(); }
+  constexpr int dq_offset() const { return ds_offset() + 2 * ds_bytes(); }
+  constexpr int lse_offset() const { return dq_offset() + dq_bytes(); }
   constexpr int delta_offset() const { return lse_offset() + stages * tile_m * 4; }
   constexpr int barrier_offset() const { return delta_offset() + stages * tile_m * 4; }
   // Plus 1024 bytes for aligning the dynamic base to the swizzle's 1024-byte period.
-  constexpr int smem_bytes() const { return barrier_offset() + 8 * (1 + 2 * stages) + 1024; }
+  constexpr int smem_bytes() const { return barrier_offset() + 8 * (3 + 2 * stages) + 1024; }
 };
 
 // One row per head dim. dQ's product (wgmma_bwd_kernel.cuh) splits [tile_m x D] over the two consumers:
 // by queries when tile_m = 128 (each its 64 rows, N = D = 64), by columns when tile_m = 64 (each N = 64
 // of D = 128).
 inline constexpr BwdTile kBwdTiles[] = {
-    {64, 128, 128, 2, 32, 232},
-    {128, 64, 128, 2, 32, 232},
+    {64, 128, 128, 2, 40, 232},
+    {128, 64, 128, 2, 40, 232},
 };
 inline constexpr int kBwdTileCount = sizeof(kBwdTiles) / sizeof(kBwdTiles[0]);
 
@@ -60,7 +64,7 @@ constexpr bool bwd_tile_valid(const BwdTile& c) {
          // within what the CTA holds at launch (65536 / threads, in 8s): setmaxnreg.inc past it never returns
          128 * (c.producer_regs + c.consumers() * c.consumer_regs) <= c.threads() * (65536 / c.threads() / 8 * 8) &&
          c.smem_bytes() <= 227 * 1024 &&
-         c.tile_bytes(c.tile_m) % 1024 == 0 && c.ds_bytes() % 1024 == 0;
+         c.tile_bytes(c.tile_m) % 1024 == 0 && c.ds_bytes() % 1024 == 0 && c.dq_bytes() % 1024 == 0;
 }
 
 constexpr bool bwd_tiles_valid() {

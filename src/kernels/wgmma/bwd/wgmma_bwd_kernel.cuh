@@ -8,9 +8,9 @@
 //   dV += P^T dO,  dK += dS^T Q                       (A from registers)
 //   dQ = dS K                                         (dS^T through shared memory, both consumers' keys)
 // dK and dV stay in fp32 registers for the whole loop and are stored once (dK times the scale); each
-// tile's dQ is added to float32 sums in the workspace (red.global.add.v2), in DETERMINISTIC mode in
-// the fixed order of the key blocks that mma_sm80's backward uses (dq_turns.cuh), rounded by the
-// pre-/post-passes mma_sm80 shares (bwd_prepass.cuh).
+// tile's dQ goes through shared memory to a writer warp that adds it to float32 sums in the workspace
+// by TMA reduce-adds, in DETERMINISTIC mode in the fixed order of the key blocks that mma_sm80's
+// backward uses (dq_turns.cuh); mma_sm80's pre- and post-passes (bwd_prepass.cuh) zero them and round.
 #pragma once
 
 #include "kernels/rtc_std.hpp"
@@ -36,7 +36,8 @@ struct BwdSmem {
   // The table's figures as constants device code can read (its constexpr functions are host functions).
   static constexpr int kQTile = kCfg.tile_bytes(kCfg.tile_m), kKvTile = kCfg.tile_bytes(kCfg.block_n);
   static constexpr int kV = kCfg.v_offset(), kQ = kCfg.q_offset(), kDo = kCfg.do_offset(), kDs = kCfg.ds_offset();
-  static constexpr int kDsBytes = kCfg.ds_bytes(), kLse = kCfg.lse_offset(), kDelta = kCfg.delta_offset();
+  static constexpr int kDsBytes = kCfg.ds_bytes(), kDq = kCfg.dq_offset(), kDqBytes = kCfg.dq_bytes();
+  static constexpr int kLse = kCfg.lse_offset(), kDelta = kCfg.delta_offset();
   static constexpr int kBarriers = kCfg.barrier_offset(), kConsumers = kCfg.consumers(), kThreads = kCfg.threads();
   uint32_t base;
   __device__ uint32_t k() const { return base; }
@@ -49,6 +50,9 @@ struct BwdSmem {
   __device__ uint32_t kv_full() const { return base + kBarriers; }
   __device__ uint32_t q_full(int s) const { return kv_full() + 8 + 8 * s; }
   __device__ uint32_t q_empty(int s) const { return q_full(kCfg.stages + s); }
+  __device__ uint32_t dq() const { return base + kDq; }
+  __device__ uint32_t dq_full() const { return q_full(2 * kCfg.stages); }
+  __device__ uint32_t dq_empty() const { return dq_full() + 8; }
 };
 
 // The CTA's keys and the query tiles it streams: tiles first .. end - 1 of each query head of the group,
@@ -193,6 +197,56 @@ __device__ __forceinline__ void store_ds_t(uint32_t tile, const uint32_t (&a)[TM
   }
 }
 
+// A consumer's 64 x 64 dQ accumulator (rows from row0, columns from col0 of the tile) into the tile's
+// float32 staging: 32-column boxes of [TM rows x 128 bytes], 128B-swizzled as the writer's TMA reads them.
+template <int TM>
+__device__ __forceinline__ void store_dq(uint32_t tile, const float (&dq)[32], int row0, int col0, int warp, int lane) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2) {
+    const int row = row0 + acc_row(warp, lane, i), col = col0 + acc_col(lane, i);
+    st_shared_v2(tile + (col / 32) * TM * 128 + row * 128 + ((((col % 32) / 4) ^ (row & 7)) << 4) + (col % 4) * 4, dq[i],
+                 dq[i + 1]);
+  }
+}
+
+// The dQ writer (one thread of the producer warpgroup): each tile's dQ, once both consumers have staged
+// it, added to the workspace's float32 sums by TMA reduce-adds, whole 128-byte lines at L2. (The
+// consumers' own red.global.add.v2, 8 bytes each, left 38% of the kernel's time on the table: H200,
+// B4 H16 L4096 D128 fp16 FAST, 3,352 us against 2,074 without any adds; docs/perf-log.md v14.) In
+// DETERMINISTIC mode in the key blocks' fixed order: the adds complete before the turn passes on.
+template <int kIndex, bool kDeterministic>
+__device__ void bwd_write_dq(const CUtensorMap* tdq, const BackwardParams& bp, const BwdWorkspace& ws,
+                             const BwdSmem<kIndex>& sm, const BwdBlock& blk) {
+  constexpr BwdTile kCfg = kBwdTiles[kIndex];
+  constexpr int D = kCfg.head_dim, TM = kCfg.tile_m, BN = kCfg.block_n;
+  const KernelParams& p = bp.fwd;
+  BwdCursor cur{blk.h_kv * p.kv_group, blk.first};
+  for (int t = 0; t < blk.total; ++t, cur.step(blk)) {
+    const int q0 = cur.qt * TM;
+    int* turn = nullptr;
+    mbar_wait(sm.dq_full(), t & 1);
+    if constexpr (kDeterministic) {
+      // With a causal mask, the blocks that see tile q0 are 0 .. last; they add from last down.
+      turn = ws.dq_turn + (static_cast<int64_t>(blk.b) * p.heads_q + cur.h) * ((p.seqlen_q + TM - 1) / TM) + cur.qt;
+      const int k_blocks = (p.seqlen_k + BN - 1) / BN;
+      const int last = min(k_blocks, (q0 + TM + p.causal_offset + BN - 1) / BN) - 1;
+      wait_turn(turn, p.causal ? last - blk.kb : blk.kb);
+      fence_async_global();  // the reduce-adds after the acquire
+    }
+    for (int c = 0; c < D / 32; ++c) tma_reduce_add(tdq, sm.dq() + c * TM * 128, 32 * c, q0, cur.h, blk.b);
+    bulk_commit();
+    if constexpr (kDeterministic) {
+      bulk_wait();           // the sums written
+      fence_async_global();  // before the release that passes the turn
+      pass_turn(turn);
+    } else {
+      bulk_wait_read();
+    }
+    mbar_arrive(sm.dq_empty());
+  }
+  bulk_wait();  // the CTA's shared memory outlives the last reads
+}
+
 template <typename T, int kIndex, bool kDeterministic>
 __device__ void bwd_consume(const BackwardParams& bp, const BwdWorkspace& ws, const BwdSmem<kIndex>& sm,
                             const BwdBlock& blk, int consumer) {
@@ -273,29 +327,11 @@ __device__ void bwd_consume(const BackwardParams& bp, const BwdWorkspace& ws, co
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done, dK running
 
-    const int64_t head_row = static_cast<int64_t>(blk.b) * p.heads_q + cur.h;
-    int* const turn = kDeterministic ? ws.dq_turn + head_row * ((p.seqlen_q + TM - 1) / TM) + cur.qt : nullptr;
-    if constexpr (kDeterministic) {
-      // With a causal mask, the blocks that see tile q0 are 0 .. last; they add from last down.
-      const int k_blocks = (p.seqlen_k + BN - 1) / BN;
-      const int last = min(k_blocks, (q0 + TM + p.causal_offset + BN - 1) / BN) - 1;
-      if (t128 == 0 && consumer == 0) wait_turn(turn, p.causal ? last - blk.kb : blk.kb);
-      named_sync(2);
-    }
-    const int row = dq_row0 + warp * 16 + lane / 4;
-    float* const dst = ws.dq_accum + (head_row * p.seqlen_q + q0 + row) * D + dq_col0 + 2 * (lane & 3);
-    const int valid = p.seqlen_q - q0 - row;  // rows of this thread's first half that exist: > 0, > 8
-    for_each_index<0, 16>([&](auto pair) {
-      constexpr int i = 2 * decltype(pair)::value, dr = 8 * ((i >> 1) & 1), dc = 8 * (i >> 2);
-      asm volatile(
-          "{\n .reg .pred p;\n setp.gt.s32 p, %3, %4;\n @p red.global.add.v2.f32 [%0+%5], {%1, %2};\n}" ::"l"(dst),
-          "f"(dq[i]), "f"(dq[i + 1]), "r"(valid), "n"(dr), "n"((dr * D + dc) * 4)
-          : "memory");
-    });
-    if constexpr (kDeterministic) {
-      named_sync(2);
-      if (t128 == 0 && consumer == 0) pass_turn(turn);
-    }
+    // dQ to the writer (bwd_write_dq) once it has read the previous tile's.
+    if (t > 0) mbar_wait(sm.dq_empty(), (t - 1) & 1);
+    store_dq<TM>(sm.dq(), dq, dq_row0, dq_col0, warp, lane);
+    fence_async_shared();  // for the writer's TMA
+    mbar_arrive(sm.dq_full());
     wgmma_wait<0>();
     mbar_arrive(sm.q_empty(s));  // Q, dO, lse and D of stage s read
   }
@@ -318,7 +354,7 @@ template <typename T, int kIndex, bool kDeterministic>
 __global__ void __launch_bounds__(BwdSmem<kIndex>::kThreads, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                const __grid_constant__ CUtensorMap tm_v, const __grid_constant__ CUtensorMap tm_do,
-               const BackwardParams bp, const BwdWorkspace ws) {
+               const __grid_constant__ CUtensorMap tm_dq, const BackwardParams bp, const BwdWorkspace ws) {
   constexpr BwdTile kCfg = kBwdTiles[kIndex];
   extern __shared__ uint8_t smem_raw[];
   const BwdSmem<kIndex> sm{(smem_addr(smem_raw) + 1023u) & ~1023u};  // the 128B swizzle repeats every 1024 bytes
@@ -328,11 +364,14 @@ __global__ void __launch_bounds__(BwdSmem<kIndex>::kThreads, 1)
     prefetch_tensor_map(&tm_k);
     prefetch_tensor_map(&tm_v);
     prefetch_tensor_map(&tm_do);
+    prefetch_tensor_map(&tm_dq);
     mbar_init(sm.kv_full(), 1);
     for (int s = 0; s < kCfg.stages; ++s) {
       mbar_init(sm.q_full(s), 33);                       // lane 0's expect_tx, then each producer lane's staging
       mbar_init(sm.q_empty(s), BwdSmem<kIndex>::kConsumers * 128);  // every consumer thread
     }
+    mbar_init(sm.dq_full(), BwdSmem<kIndex>::kConsumers * 128);
+    mbar_init(sm.dq_empty(), 1);  // the writer
     mbar_init_fence();
   }
   __syncthreads();
@@ -340,7 +379,10 @@ __global__ void __launch_bounds__(BwdSmem<kIndex>::kThreads, 1)
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 0) {
     regs_release<kCfg.producer_regs>();
-    if (threadIdx.x < 32) bwd_produce<kIndex>(&tm_q, &tm_k, &tm_v, &tm_do, bp, ws, sm, blk, threadIdx.x);
+    if (threadIdx.x < 32)
+      bwd_produce<kIndex>(&tm_q, &tm_k, &tm_v, &tm_do, bp, ws, sm, blk, threadIdx.x);
+    else if (threadIdx.x == 32)
+      bwd_write_dq<kIndex, kDeterministic>(&tm_dq, bp, ws, sm, blk);
   } else {
     regs_claim<kCfg.consumer_regs>();
     bwd_consume<T, kIndex, kDeterministic>(bp, ws, sm, blk, wg - 1);

@@ -1,6 +1,7 @@
 // Launch of wgmma_sm90's backward for one (dtype, tile row): mma_sm80's pre-pass (D, zeroed dQ sums and
 // turn counters), the wgmma kernel (dK, dV, dQ's sums), mma_sm80's conversion of the sums to dQ. The
-// four TMA maps (Q, K, V, dO) are encoded per call and passed by value, so nothing is allocated.
+// five TMA maps (Q, K, V, dO, the dQ sums) are encoded per call and passed by value, so nothing is
+// allocated.
 // Included by the instantiation files in inst/, one per (dtype, row).
 #pragma once
 
@@ -31,7 +32,7 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
   if (k_blocks > 0) {
     const CUtensorMapDataType dtype =
         std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    CUtensorMap tq, tk, tv, tdo;
+    CUtensorMap tq, tk, tv, tdo, tdq;
     cudaError_t err = encode_tensor_map(
         tk, {p.k, p.batch, bp.heads_kv, p.seqlen_k, D, p.k_batch_stride, p.k_head_stride, p.k_seq_stride}, dtype,
         cfg.block_n);
@@ -49,16 +50,23 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
                                 {bp.dout, p.batch, p.heads_q, p.seqlen_q, D, bp.dout_batch_stride,
                                  bp.dout_head_stride, bp.dout_seq_stride},
                                 dtype, cfg.tile_m);
+      // The float32 dQ sums, [batch, heads_q, seqlen_q, D] contiguous (bwd_workspace.hpp): the writer's
+      // reduce-adds, boxes of 32 columns by a tile's rows, rows past seqlen_q skipped.
+      if (err == cudaSuccess)
+        err = encode_tensor_map(tdq,
+                                {ws.dq_accum, p.batch, p.heads_q, p.seqlen_q, D, static_cast<int64_t>(p.heads_q) * p.seqlen_q * D,
+                                 static_cast<int64_t>(p.seqlen_q) * D, D},
+                                CU_TENSOR_MAP_DATA_TYPE_FLOAT32, cfg.tile_m);
     } else {
-      tq = tdo = tk;  // no query tile is loaded without queries (a map of an empty tensor cannot be encoded);
-                      // the blocks store zero dK and dV
+      tq = tdo = tdq = tk;  // no query tile is loaded or added without queries (a map of an empty tensor
+                            // cannot be encoded); the blocks store zero dK and dV
     }
     if (err != cudaSuccess) return err;
     constexpr int smem = cfg.smem_bytes();
     const auto run = [&](auto* kernel) {
       cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
       if (e != cudaSuccess) return e;
-      kernel<<<static_cast<unsigned>(k_blocks), cfg.threads(), smem, stream>>>(tq, tk, tv, tdo, bp, ws);
+      kernel<<<static_cast<unsigned>(k_blocks), cfg.threads(), smem, stream>>>(tq, tk, tv, tdo, tdq, bp, ws);
       return cudaGetLastError();
     };
     err = bp.fast ? run(bwd_kernel<T, kIndex, false>) : run(bwd_kernel<T, kIndex, true>);
