@@ -69,8 +69,8 @@ typedef enum evosdpa_causal {
 
 /*
  * How the backward pass sums dQ over key blocks (since 0.4).
- *   DETERMINISTIC (the zero default): dQ is summed over key blocks in a fixed order (mma_sm80: the
- *     blocks take turns per query tile), so every run gives bitwise the same dQ, dK and dV.
+ *   DETERMINISTIC (the zero default): dQ is summed over key blocks in a fixed order (wgmma_sm90,
+ *     mma_sm80: the blocks take turns per query tile), so every run gives bitwise the same dQ, dK and dV.
  *   FAST: dQ is summed in a float32 workspace with atomic adds, in whatever order blocks arrive
  *     (FlashAttention-2's default): faster (no turns to wait for), and dQ may differ between runs in
  *     its last bits. dK and dV are bitwise repeatable in both modes.
