@@ -50,10 +50,11 @@ struct BackwardVerdict {
 
 // Judge dQ, dK, dV (BHSD floats, every row: a NaN or infinity anywhere fails). Each passes when its
 // error on the checked rows is within evosdpa_output_tolerance(dtype, its baseline error, its max
-// |float64|), or within kFp32Roundings float32 roundings of its magnitude (what its sums cancel): a
-// gradient that cancels to 0, as dQ and dK of a query row that sees a single key (dP = Delta exactly),
-// has max |float64| = 0 and a baseline that happens to cancel exactly, while a kernel forming dP and
-// Delta in another order gets float32 rounding (mma_sm80 on an H100: 1.8e-7 with a magnitude near 6). A query row that sees no key must have dQ exactly 0, a key that no query sees dK = dV = 0.
+// |float64|), or within kFp32Roundings float32 roundings of its magnitude (what its sums cancel, dP and
+// Delta by their terms' absolute values): a gradient that cancels to 0, as dQ and dK of a query row that
+// sees a single key (dP = Delta exactly), has max |float64| = 0 and a baseline that happens to cancel
+// exactly, while a kernel forming dP and Delta in another order gets float32 rounding (mma_sm80 on an
+// H100: 1.8e-7; wgmma_sm90 on an H200, bf16, D = 128: 1.5e-7). A query row that sees no key must have dQ exactly 0, a key that no query sees dK = dV = 0.
 BackwardVerdict check_backward(const Shape& s, evosdpa_dtype_t dtype, const BackwardExpected& e, const Gradients& got);
 
 }  // namespace evosdpa::host

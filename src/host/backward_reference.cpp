@@ -27,11 +27,22 @@ T dot(const float* a, const float* b, int64_t n) {
   return sum;
 }
 
+// sum |a_d b_d|: what a float32 dot product's rounding scales with, however much its terms cancel.
+template <typename T>
+T abs_dot(const float* a, const float* b, int64_t n) {
+  T sum = 0;
+  for (int64_t d = 0; d < n; ++d) sum += std::abs(static_cast<T>(a[d]) * static_cast<T>(b[d]));
+  return sum;
+}
+
 // The backward on the sampled rows and keys in T, with `round` applied where a fused kernel in the dtype
 // rounds (P for dV; dS for dQ and dK; each gradient once): the identity in double gives the reference,
 // rounding to the dtype in float the baseline.
-// kMagnitude: every term taken by its absolute value (dS = P (|dP| + |Delta|), sums of |dS| |K|, ...):
-// the size of what the gradients' sums cancel, not the gradients.
+// kMagnitude: every term taken by its absolute value (dS = P (sum |dO V| + sum |dO O|), sums of |dS| |K|,
+// ...): the size of what the gradients' sums cancel, not the gradients. dP and Delta by their terms'
+// absolute values, not the values': a kernel forms them in another order than the pre-pass does, and
+// where they cancel (a row with one key: dP = Delta) their float32 roundings scale with the terms
+// (wgmma_sm90, bf16, Lq = 129, Lk = 1, D = 128: dQ 1.49e-7 against 9.5e-8 allowed by |dP| + |Delta|).
 template <typename T, typename Round, bool kMagnitude = false>
 GradientsOf<T> backward(const Shape& s, const BackwardInputs& in, int64_t row_step, Round round) {
   const auto mag = [](T x) { return kMagnitude ? std::abs(x) : x; };
@@ -47,13 +58,16 @@ GradientsOf<T> backward(const Shape& s, const BackwardInputs& in, int64_t row_st
   // Delta from O as `in` holds it, as the kernels' pre-pass forms it.
   std::vector<T> delta(static_cast<size_t>(s.rows()));
   for (int64_t r = 0; r < s.rows(); ++r)
-    delta[static_cast<size_t>(r)] = dot<T>(row_ptr(in.dout, r), row_ptr(in.o, r), D);
+    delta[static_cast<size_t>(r)] = kMagnitude ? abs_dot<T>(row_ptr(in.dout, r), row_ptr(in.o, r), D)
+                                               : dot<T>(row_ptr(in.dout, r), row_ptr(in.o, r), D);
   // P and dS of query row r and key j of K/V head kv, j visible to the row (so its lse is finite).
   const auto p_ds = [&](int64_t r, int64_t kv, int64_t j, T& p, T& ds) {
     p = std::exp(dot<T>(row_ptr(in.q, r), &in.k[key_at(kv, j)], D) * scale -
                  static_cast<T>(in.lse[static_cast<size_t>(r)]));
-    const T dp = dot<T>(row_ptr(in.dout, r), &in.v[key_at(kv, j)], D), dl = delta[static_cast<size_t>(r)];
-    ds = kMagnitude ? p * (std::abs(dp) + std::abs(dl)) : p * (dp - dl);
+    const float* v = &in.v[key_at(kv, j)];
+    const T dp = kMagnitude ? abs_dot<T>(row_ptr(in.dout, r), v, D) : dot<T>(row_ptr(in.dout, r), v, D);
+    const T dl = delta[static_cast<size_t>(r)];
+    ds = kMagnitude ? p * (dp + dl) : p * (dp - dl);
   };
   parallel_for(s.rows(), [&](int64_t r) {
     const int64_t i = r % s.seqlen_q, b = r / (s.heads_q * s.seqlen_q), h = r / s.seqlen_q % s.heads_q;
