@@ -144,6 +144,10 @@ Check check_no_varlen(const evosdpa_params_t& p);
 // dout, dq, dk, dv in that order (dout and dq have Q's shape, dk and dv K's).
 std::array<TensorView, 4> backward_tensors(const evosdpa_params_t& p);
 
+// A tensor-core backward's grid: a block per `block_n` keys of each (batch, K/V head), and its passes' per
+// query row, each at most 2^31-1 (NOT_SUPPORTED past it).
+Check check_backward_grid(const evosdpa_params_t& p, int64_t block_n);
+
 // Whether there is no gradient to write at all (no dQ row and no dK/dV row). seqlen_q == 0 alone is
 // work: dK and dV are then zero-filled; so is heads_q == 0 under heads_kv > 0.
 bool backward_has_no_work(const evosdpa_params_t& p);

@@ -1,6 +1,7 @@
 // Argument validation of the backward pass (evosdpa_attention_backward): the forward's common checks
 // on q, k, v, o, then dout, dq, dk, dv, the lse it reads, what may alias what, and the workspace.
 #include <array>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -121,6 +122,15 @@ Check check_workspace(const evosdpa_params_t& p, size_t needed) {
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
                 "workspace is not " + std::to_string(kWorkspaceAlignment) + "-byte aligned");
   return check_no_alias("workspace", byte_span(workspace_view(p, needed), 1), input_spans(p), output_spans(p));
+}
+
+Check check_backward_grid(const evosdpa_params_t& p, int64_t block_n) {
+  // Every factor is below 2^31, but their product can pass 2^63.
+  const __int128 k_blocks = static_cast<__int128>((p.seqlen_k + block_n - 1) / block_n) * p.batch * p.heads_kv;
+  const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
+  if (k_blocks > INT32_MAX || rows > INT32_MAX)
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "batch * heads * seqlen exceeds 2^31-1 rows or blocks");
+  return {};
 }
 
 Check check_backward_row_alignment(const evosdpa_params_t& p, int64_t bytes) {

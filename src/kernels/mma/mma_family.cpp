@@ -81,20 +81,15 @@ FamilySupport backward_supports(const evosdpa_params_t& p, const DeviceInfo& dev
                   std::to_string(dev.max_smem_per_block_optin));
   const mma_sm80::BwdConfig& cfg = mma_sm80::kBwdConfigs[variant];
   if (const Check c = check_backward_row_alignment(p, kChunkBytes); !c.ok()) return refuse(who + c.message);
-  // Every factor is below 2^31, but their product can pass 2^63.
-  const __int128 k_blocks = static_cast<__int128>((p.seqlen_k + cfg.block_n - 1) / cfg.block_n) * p.batch * p.heads_kv;
-  const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
-  if (k_blocks > kMaxGridX || rows > kMaxGridX)
-    return refuse(who + "batch * heads * seqlen exceeds 2^31-1 rows or blocks");
+  if (const Check c = check_backward_grid(p, cfg.block_n); !c.ok()) return refuse(who + c.message);
   return {{}, variant};
 }
 
 // D, the float32 dQ sums and (DETERMINISTIC) the row's turn counters (bwd_workspace.hpp).
 size_t backward_workspace_bytes(const evosdpa_params_t& p, int variant) {
-  const bool deterministic = p.backward_mode != EVOSDPA_BACKWARD_FAST;
-  const int64_t turns =
-      deterministic ? mma_sm80::dq_turns(p.batch * p.heads_q, p.seqlen_q, mma_sm80::kBwdConfigs[variant].tile_m) : 0;
-  return static_cast<size_t>(mma_sm80::bwd_workspace_bytes(p.batch * p.heads_q * p.seqlen_q, p.head_dim, turns));
+  return static_cast<size_t>(mma_sm80::bwd_workspace_bytes(p.batch * p.heads_q, p.seqlen_q, p.head_dim,
+                                                            p.backward_mode != EVOSDPA_BACKWARD_FAST,
+                                                            mma_sm80::kBwdConfigs[variant].tile_m));
 }
 
 const BackwardEntry kBackward = {backward_supports, backward_workspace_bytes, mma_sm80::launch_backward_variant};

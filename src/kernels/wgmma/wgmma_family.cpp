@@ -146,22 +146,16 @@ FamilySupport backward_supports(const evosdpa_params_t& p, const DeviceInfo& dev
   for (const TensorView& t : {views[0], views[1], views[2], grads[0]})
     if (const Check c = check_tma_view(t, input_elem_bytes(p)); !c.ok()) return refuse(who + c.message);
   if (const Check c = check_backward_row_alignment(p, kTmaAlign); !c.ok()) return refuse(who + c.message);
-  // Every factor is below 2^31, but their product can pass 2^63.
-  const int block_n = wgmma_sm90::kBwdTiles[variant].block_n;
-  const __int128 k_blocks = static_cast<__int128>((p.seqlen_k + block_n - 1) / block_n) * p.batch * p.heads_kv;
-  const __int128 rows = static_cast<__int128>(p.batch) * p.heads_q * p.seqlen_q;
-  if (k_blocks > kMaxGridX || rows > kMaxGridX)
-    return refuse(who + "batch * heads * seqlen exceeds 2^31-1 rows or blocks");
+  if (const Check c = check_backward_grid(p, wgmma_sm90::kBwdTiles[variant].block_n); !c.ok())
+    return refuse(who + c.message);
   return {{}, variant};
 }
 
 // mma_sm80's workspace layout (D, the float32 dQ sums, the turn counters per query tile of tile_m rows).
 size_t backward_workspace_bytes(const evosdpa_params_t& p, int variant) {
-  const bool deterministic = p.backward_mode != EVOSDPA_BACKWARD_FAST;
-  const int64_t turns = deterministic ? mma_sm80::dq_turns(p.batch * p.heads_q, p.seqlen_q,
-                                                           wgmma_sm90::kBwdTiles[variant].tile_m)
-                                      : 0;
-  return static_cast<size_t>(mma_sm80::bwd_workspace_bytes(p.batch * p.heads_q * p.seqlen_q, p.head_dim, turns));
+  return static_cast<size_t>(mma_sm80::bwd_workspace_bytes(p.batch * p.heads_q, p.seqlen_q, p.head_dim,
+                                                            p.backward_mode != EVOSDPA_BACKWARD_FAST,
+                                                            wgmma_sm90::kBwdTiles[variant].tile_m));
 }
 
 // "auto"'s backward on Hopper: faster than mma_sm80's at every point of the fa3 grid (H200, fp16, FAST:

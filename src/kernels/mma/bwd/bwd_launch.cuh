@@ -29,9 +29,7 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
   const BwdWorkspace ws = bwd_workspace(bp.workspace, rows, D, !bp.fast, cfg.tile_m);
 
-  constexpr int kRowsPerPrepassBlock = kPrepassThreads / (D / 8);
-  const int64_t prepass_blocks = (rows + kRowsPerPrepassBlock - 1) / kRowsPerPrepassBlock;
-  if (prepass_blocks > 0) bwd_prepass_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), kPrepassThreads, 0, stream>>>(bp, ws);
+  launch_prepass<T, D>(bp, ws, stream);
 
   const int64_t k_blocks = (static_cast<int64_t>(p.seqlen_k) + cfg.block_n - 1) / cfg.block_n * p.batch * bp.heads_kv;
   constexpr int smem = DkdvSmem<D, cfg.tile_m, cfg.block_n>::kBytes;
@@ -39,8 +37,7 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
   const cudaError_t err = bp.fast ? launch_with_smem(bwd_dkdv_kernel<T, kIndex, false>, k_blocks, cfg.threads(), smem, bp, ws, stream)
                                   : launch_with_smem(bwd_dkdv_kernel<T, kIndex, true>, k_blocks, cfg.threads(), smem, bp, ws, stream);
   if (err != cudaSuccess) return err;
-  if (prepass_blocks > 0)
-    bwd_dq_convert_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), kPrepassThreads, 0, stream>>>(bp, ws);
+  launch_dq_convert<T, D>(bp, ws, stream);
   return cudaGetLastError();
 }
 

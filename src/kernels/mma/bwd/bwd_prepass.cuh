@@ -1,6 +1,7 @@
-// The elementwise passes around mma_sm80's backward kernel: D = rowsum(dO * O) before it (zeroing the
-// float32 dQ sums and, in DETERMINISTIC mode, the turn counters), and dQ = scale * sums rounded to the
-// dtype after it. D / 8 threads per row, each on one 16-byte chunk (the family requires 16-byte rows).
+// The elementwise passes around mma_sm80's and wgmma_sm90's backward kernels: D = rowsum(dO * O) before
+// it (zeroing the float32 dQ sums and, in DETERMINISTIC mode, the turn counters), and dQ = scale * sums
+// rounded to the dtype after it. D / 8 threads per row, each on one 16-byte chunk (both families require
+// 16-byte rows).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -72,6 +73,25 @@ __global__ void __launch_bounds__(kPrepassThreads) bwd_dq_convert_kernel(const B
                      pack2<T>(hi.z * s, hi.w * s)};
   *reinterpret_cast<uint4*>(static_cast<T*>(bp.dq) + b * bp.dq_batch_stride + h * bp.dq_head_stride +
                             i * bp.dq_seq_stride + chunk * 8) = out;
+}
+
+// Blocks of the two passes over the call's query rows (0: none to launch).
+template <int D>
+int64_t prepass_blocks(const KernelParams& p) {
+  constexpr int kRowsPerBlock = kPrepassThreads / (D / 8);
+  return (static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q + kRowsPerBlock - 1) / kRowsPerBlock;
+}
+
+template <typename T, int D>
+void launch_prepass(const BackwardParams& bp, const BwdWorkspace& ws, cudaStream_t stream) {
+  if (const int64_t blocks = prepass_blocks<D>(bp.fwd); blocks > 0)
+    bwd_prepass_kernel<T, D><<<static_cast<unsigned>(blocks), kPrepassThreads, 0, stream>>>(bp, ws);
+}
+
+template <typename T, int D>
+void launch_dq_convert(const BackwardParams& bp, const BwdWorkspace& ws, cudaStream_t stream) {
+  if (const int64_t blocks = prepass_blocks<D>(bp.fwd); blocks > 0)
+    bwd_dq_convert_kernel<T, D><<<static_cast<unsigned>(blocks), kPrepassThreads, 0, stream>>>(bp, ws);
 }
 
 }  // namespace evosdpa::detail::mma_sm80

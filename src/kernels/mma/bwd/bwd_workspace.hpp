@@ -26,6 +26,13 @@ constexpr int64_t bwd_workspace_bytes(int64_t rows, int64_t head_dim, int64_t tu
   return (delta_floats(rows) + rows * head_dim) * 4 + turns * 4;
 }
 
+// The workspace of a call over `batch_heads` (batch * heads_q) heads of seqlen_q rows whose turns
+// (DETERMINISTIC mode) cover tile_m query rows each.
+constexpr int64_t bwd_workspace_bytes(int64_t batch_heads, int64_t seqlen_q, int64_t head_dim, bool deterministic,
+                                      int tile_m) {
+  return bwd_workspace_bytes(batch_heads * seqlen_q, head_dim, deterministic ? dq_turns(batch_heads, seqlen_q, tile_m) : 0);
+}
+
 inline BwdWorkspace bwd_workspace(void* base, int64_t rows, int64_t head_dim, bool deterministic, int tile_m) {
   float* delta = static_cast<float*>(base);
   float* dq_accum = delta + delta_floats(rows);

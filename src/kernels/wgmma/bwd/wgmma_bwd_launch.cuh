@@ -23,10 +23,7 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
   const mma_sm80::BwdWorkspace ws = mma_sm80::bwd_workspace(bp.workspace, rows, D, !bp.fast, cfg.tile_m);
 
-  constexpr int kRowsPerPrepassBlock = mma_sm80::kPrepassThreads / (D / 8);
-  const int64_t prepass_blocks = (rows + kRowsPerPrepassBlock - 1) / kRowsPerPrepassBlock;
-  if (prepass_blocks > 0)
-    mma_sm80::bwd_prepass_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), mma_sm80::kPrepassThreads, 0, stream>>>(bp, ws);
+  mma_sm80::launch_prepass<T, D>(bp, ws, stream);
 
   const int64_t k_blocks = (static_cast<int64_t>(p.seqlen_k) + cfg.block_n - 1) / cfg.block_n * p.batch * bp.heads_kv;
   if (k_blocks > 0) {
@@ -72,8 +69,7 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
     err = bp.fast ? run(bwd_kernel<T, kIndex, false>) : run(bwd_kernel<T, kIndex, true>);
     if (err != cudaSuccess) return err;
   }
-  if (prepass_blocks > 0)
-    mma_sm80::bwd_dq_convert_kernel<T, D><<<static_cast<unsigned>(prepass_blocks), mma_sm80::kPrepassThreads, 0, stream>>>(bp, ws);
+  mma_sm80::launch_dq_convert<T, D>(bp, ws, stream);
   return cudaGetLastError();
 }
 
