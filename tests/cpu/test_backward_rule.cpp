@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "common/cases.hpp"
 #include "cpu/backward_emulation.hpp"
@@ -201,6 +203,70 @@ TEST(BackwardCheck, FailsOnANonFiniteValueAnywhereAndOnANonZeroEmptyRow) {
   g = base;
   g.dv.pop_back();
   EXPECT_FALSE(check_backward(s, EVOSDPA_DTYPE_FLOAT16, e, g).pass);
+}
+
+// A query row that sees a single key has dP = Delta, so its dQ (and that key's dK) cancel to 0 in float64.
+// A correct kernel that forms dP and Delta in different orders keeps their float32 rounding, which scales
+// with the terms (sum |dO V|), not with what is left after they cancel: wgmma_sm90 on an H200 (bf16, D =
+// 128) gave dQ 1.5e-7 where a magnitude from |dP| + |Delta| allowed 9.5e-8, on a row whose dP itself
+// cancelled. Modelled here by such a row and the orders least alike: dP summed from its largest terms,
+// Delta from its smallest. A planted error in that dS (2^-7 of the row's largest term) must still fail.
+TEST(BackwardCheck, AcceptsSingleKeyRowsWhoseDpAndDeltaRoundDifferently) {
+  const Shape s = shape(1, 2, 2, 129, 1, 128, EVOSDPA_CAUSAL_BOTTOM_RIGHT);  // only row 128 sees key 0
+  const int64_t D = s.head_dim;
+  const float scale = static_cast<float>(s.effective_scale());
+  for (evosdpa_dtype_t dtype : {EVOSDPA_DTYPE_FLOAT16, EVOSDPA_DTYPE_BFLOAT16})
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      // dO of the row chosen so that dP's terms cancel in pairs (dO_2i ~ V_2i+1, dO_2i+1 ~ -V_2i): dP is
+      // left with what rounding dO to the dtype leaves, far below its terms, as where a kernel failed.
+      BackwardInputs in = make_backward_expected(s, dtype, 1.0, 1, case_seed(seed, "single_key")).in;
+      for (int64_t h = 0; h < s.heads_q; ++h) {
+        float* dout = &in.dout[static_cast<size_t>((h * s.seqlen_q + 128) * D)];
+        const float* v = &in.v[static_cast<size_t>(h * D)];
+        for (int64_t i = 0; i < D / 2; ++i) {
+          const float a = 0.7f + 0.01f * static_cast<float>(i % 13);
+          dout[2 * i] = round_to(dtype, a * v[2 * i + 1]);
+          dout[2 * i + 1] = round_to(dtype, -a * v[2 * i]);
+        }
+      }
+      const BackwardExpected e = backward_expected_from(s, dtype, std::move(in), 1);
+      const auto ordered_sum = [&](const float* a, const float* b, bool largest_first) {
+        std::vector<float> terms(static_cast<size_t>(D));
+        for (int64_t d = 0; d < D; ++d) terms[static_cast<size_t>(d)] = a[d] * b[d];
+        std::sort(terms.begin(), terms.end(), [&](float x, float y) {
+          return largest_first ? std::abs(x) > std::abs(y) : std::abs(x) < std::abs(y);
+        });
+        float sum = 0.f;
+        for (float t : terms) sum += t;
+        return sum;
+      };
+      Gradients got, planted;
+      for (Grad g : kGrads) got[g].assign(e.ref[g].begin(), e.ref[g].end());
+      for (float& x : got.dv) x = round_to(dtype, x);
+      planted = got;
+      for (int64_t h = 0; h < s.heads_q; ++h) {
+        const int64_t r = h * s.seqlen_q + 128;  // its K/V head is h (one query head per group)
+        const float* dout = &e.in.dout[static_cast<size_t>(r * D)];
+        const float* o = &e.in.o[static_cast<size_t>(r * D)];
+        const float* q = &e.in.q[static_cast<size_t>(r * D)];
+        const float* k = &e.in.k[static_cast<size_t>(h * D)];
+        const float* v = &e.in.v[static_cast<size_t>(h * D)];
+        const float ds = ordered_sum(dout, v, true) - ordered_sum(dout, o, false);  // P = 1
+        float largest = 0.f;
+        for (int64_t d = 0; d < D; ++d) largest = std::max(largest, std::abs(dout[d] * v[d]));
+        const float bad = ds + std::ldexp(1.f, std::ilogb(largest) - 7);
+        for (int64_t d = 0; d < D; ++d) {
+          const size_t at = static_cast<size_t>(h * D + d), row_at = static_cast<size_t>(r * D + d);
+          got.dq[row_at] = round_to(dtype, scale * (round_to(dtype, ds) * k[d]));
+          got.dk[at] = round_to(dtype, scale * (round_to(dtype, ds) * q[d]));
+          planted.dq[row_at] = round_to(dtype, scale * (round_to(dtype, bad) * k[d]));
+          planted.dk[at] = round_to(dtype, scale * (round_to(dtype, bad) * q[d]));
+        }
+      }
+      const BackwardVerdict v = check_backward(s, dtype, e, got);
+      EXPECT_TRUE(v.pass) << v.message << " (seed " << seed << ")";
+      EXPECT_FALSE(check_backward(s, dtype, e, planted).pass) << "seed " << seed;
+    }
 }
 
 }  // namespace
