@@ -159,7 +159,7 @@ size_t backward_workspace_bytes(const evosdpa_params_t& p, int variant) {
 }
 
 // "auto"'s backward on Hopper: faster than mma_sm80's at every point of the fa3 grid (H200, fp16, FAST:
-// 1.25-1.52x; docs/perf-log.md v14).
+// 1.31-1.84x; docs/perf-log.md v14).
 const BackwardEntry kBackward = {backward_supports, backward_workspace_bytes, wgmma_sm90::launch_backward_variant};
 
 }  // namespace
