@@ -8,7 +8,7 @@
 //   dV += P^T dO,  dK += dS^T Q                       (A from registers)
 //   dQ = dS K                                         (dS^T through shared memory, both consumers' keys)
 // dK and dV stay in fp32 registers for the whole loop and are stored once (dK times the scale); each
-// tile's dQ goes through shared memory to a writer warp that adds it to float32 sums in the workspace
+// tile's dQ goes through shared memory to a writer thread that adds it to float32 sums in the workspace
 // by TMA reduce-adds, in DETERMINISTIC mode in the fixed order of the key blocks that mma_sm80's
 // backward uses (dq_turns.cuh); mma_sm80's pre- and post-passes (bwd_prepass.cuh) zero them and round.
 #pragma once
