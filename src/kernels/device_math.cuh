@@ -56,6 +56,9 @@ __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t bits) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
 }
 
+// log2(e): the kernels exponentiate with exp2 (scores and lse times this).
+inline constexpr float kLog2e = 1.4426950408889634f;
+
 // 2^x on the special-function unit; 2^-inf = 0, which masked scores rely on.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

@@ -30,8 +30,6 @@
 
 namespace evosdpa::detail::mma_sm80 {
 
-inline constexpr float kLog2e = 1.4426950408889634f;
-
 // Shared-memory layout of the dK/dV kernel (bytes from the dynamic smem base).
 template <int D, int TM, int BN>
 struct DkdvSmem {

@@ -20,12 +20,11 @@
 #include "kernels/dq_turns.cuh"
 #include "kernels/mma/bwd/bwd_workspace.hpp"
 #include "kernels/wgmma/bwd/wgmma_bwd_config.hpp"
+#include "kernels/wgmma/wgmma_fragments.cuh"
 #include "kernels/wgmma/ptx.cuh"
 #include "kernels/wgmma/wgmma_ops.cuh"
 
 namespace evosdpa::detail::wgmma_sm90 {
-
-inline constexpr float kBwdLog2e = 1.4426950408889634f;
 
 using mma_sm80::BwdWorkspace;
 
@@ -126,7 +125,7 @@ __device__ void bwd_produce(const CUtensorMap* tq, const CUtensorMap* tk, const 
       float lse = INFINITY, delta = 0.f;
       if (q0 + i < p.seqlen_q) {
         lse = p.lse[row0 + i];
-        lse = lse == -INFINITY ? INFINITY : lse * kBwdLog2e;
+        lse = lse == -INFINITY ? INFINITY : lse * kLog2e;
         delta = ws.delta[row0 + i];
       }
       st_shared(sm.lse(s) + 4 * i, __float_as_uint(lse));
@@ -172,15 +171,6 @@ __device__ __forceinline__ void grads_of_scores_t(const float (&pr)[TM / 2], flo
 #pragma unroll
     for (int e = 0; e < 4; ++e) dp[4 * j + e] = pr[4 * j + e] * (dp[4 * j + e] - ((e & 1) ? d.y : d.x));
   }
-}
-
-// An accumulator of 64 x N rounded to T as N / 16 A fragments (k-steps of 16 columns).
-template <typename T, int N>
-__device__ __forceinline__ void acc_to_fragments(const float (&s)[N / 2], uint32_t (&a)[N / 16][4]) {
-#pragma unroll
-  for (int kk = 0; kk < N / 16; ++kk)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) a[kk][j] = pack2<T>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
 }
 
 // dS^T's fragments into the warpgroup's 64 rows (from `row0`) of a [128 keys][TM queries] tile, 64-query
@@ -300,8 +290,8 @@ __device__ void bwd_consume(const BackwardParams& bp, const BwdWorkspace& ws, co
     grads_of_scores_t<TM>(sc, dp, sm.delta(s), lane);
 
     uint32_t pa[TM / 16][4], dsa[TM / 16][4];
-    acc_to_fragments<T, TM>(sc, pa);
-    acc_to_fragments<T, TM>(dp, dsa);
+    to_fragments<T, TM>(sc, pa);
+    to_fragments<T, TM>(dp, dsa);
     store_ds_t<TM>(sm.ds(t & 1), dsa, row0, warp, lane);
     fence_async_shared();  // dS^T (generic-proxy stores) visible to the dQ product's wgmma
 
