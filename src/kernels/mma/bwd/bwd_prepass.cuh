@@ -1,7 +1,7 @@
 // The elementwise passes around mma_sm80's and wgmma_sm90's backward kernels: D = rowsum(dO * O) before
-// it (zeroing the float32 dQ sums and, in DETERMINISTIC mode, the turn counters), and dQ = scale * sums
-// rounded to the dtype after it. D / 8 threads per row, each on one 16-byte chunk (both families require
-// 16-byte rows).
+// it (zeroing the float32 dQ sums, only those the kernel does not write where its tiles' first key block
+// stores them, and in DETERMINISTIC mode the turn counters), and dQ = scale * sums rounded to the dtype
+// after it. D / 8 threads per row, each on one 16-byte chunk (both families require 16-byte rows).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -52,8 +52,13 @@ __global__ void __launch_bounds__(kPrepassThreads) bwd_prepass_kernel(const Back
 #pragma unroll
   for (int off = kChunks / 2; off > 0; off /= 2) sum += __shfl_xor_sync(group, sum, off);
   if (chunk == 0) ws.delta[row] = sum;
-  float4* acc = reinterpret_cast<float4*>(ws.dq_accum + row * D + chunk * 8);
-  acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  // With first_block_stores, a tile's sums are written by the kernel unless no key block sees the tile
+  // (its last row sees no key).
+  if (!ws.first_block_stores || p.seqlen_k == 0 ||
+      (p.causal && (i / ws.turn_rows + 1) * ws.turn_rows - 1 + p.causal_offset < 0)) {
+    float4* acc = reinterpret_cast<float4*>(ws.dq_accum + row * D + chunk * 8);
+    acc[0] = acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   if (ws.dq_turn != nullptr && chunk == 0 && i % ws.turn_rows == 0)
     ws.dq_turn[(static_cast<int64_t>(b) * p.heads_q + h) * ((p.seqlen_q + ws.turn_rows - 1) / ws.turn_rows) +
                i / ws.turn_rows] = 0;

@@ -12,6 +12,9 @@ struct BwdWorkspace {
   float* dq_accum;  // [rows, head_dim]
   int* dq_turn;     // [batch, heads_q, ceil(seqlen_q / turn_rows)]; nullptr in FAST mode
   int turn_rows;    // query rows per turn counter: the row's tile_m
+  // A tile's first key block stores its dQ rather than adding it (wgmma_sm90's DETERMINISTIC mode, whose
+  // adds go in a fixed order): the pre-pass zeroes only the sums of the tiles that no key block sees.
+  bool first_block_stores;
 };
 
 // Floats of D, padded so that dq_accum starts 16-byte aligned.
@@ -33,10 +36,12 @@ constexpr int64_t bwd_workspace_bytes(int64_t batch_heads, int64_t seqlen_q, int
   return bwd_workspace_bytes(batch_heads * seqlen_q, head_dim, deterministic ? dq_turns(batch_heads, seqlen_q, tile_m) : 0);
 }
 
-inline BwdWorkspace bwd_workspace(void* base, int64_t rows, int64_t head_dim, bool deterministic, int tile_m) {
+inline BwdWorkspace bwd_workspace(void* base, int64_t rows, int64_t head_dim, bool deterministic, int tile_m,
+                                  bool first_block_stores = false) {
   float* delta = static_cast<float*>(base);
   float* dq_accum = delta + delta_floats(rows);
-  return {delta, dq_accum, deterministic ? reinterpret_cast<int*>(dq_accum + rows * head_dim) : nullptr, tile_m};
+  return {delta, dq_accum, deterministic ? reinterpret_cast<int*>(dq_accum + rows * head_dim) : nullptr, tile_m,
+          first_block_stores};
 }
 
 }  // namespace evosdpa::detail::mma_sm80

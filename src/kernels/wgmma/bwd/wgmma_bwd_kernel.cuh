@@ -203,7 +203,8 @@ __device__ __forceinline__ void store_dq(uint32_t tile, const float (&dq)[32], i
 // it, added to the workspace's float32 sums by TMA reduce-adds, whole 128-byte lines at L2. (The
 // consumers' own red.global.add.v2, 8 bytes each, left 38% of the kernel's time on the table: H200,
 // B4 H16 L4096 D128 fp16 FAST, 3,352 us against 2,074 without any adds; docs/perf-log.md v14.) In
-// DETERMINISTIC mode in the key blocks' fixed order: the adds complete before the turn passes on.
+// DETERMINISTIC mode in the key blocks' fixed order: the adds complete before the turn passes on, and the
+// first block stores its dQ instead, so that the pre-pass need not zero the sums.
 template <int kIndex, bool kDeterministic>
 __device__ void bwd_write_dq(const CUtensorMap* tdq, const BackwardParams& bp, const BwdWorkspace& ws,
                              const BwdSmem<kIndex>& sm, const BwdBlock& blk) {
@@ -214,16 +215,23 @@ __device__ void bwd_write_dq(const CUtensorMap* tdq, const BackwardParams& bp, c
   for (int t = 0; t < blk.total; ++t, cur.step(blk)) {
     const int q0 = cur.qt * TM;
     int* turn = nullptr;
+    int rank = -1;  // FAST mode: every block adds
     mbar_wait(sm.dq_full(), t & 1);
     if constexpr (kDeterministic) {
       // With a causal mask, the blocks that see tile q0 are 0 .. last; they add from last down.
       turn = ws.dq_turn + (static_cast<int64_t>(blk.b) * p.heads_q + cur.h) * ((p.seqlen_q + TM - 1) / TM) + cur.qt;
       const int k_blocks = (p.seqlen_k + BN - 1) / BN;
       const int last = min(k_blocks, (q0 + TM + p.causal_offset + BN - 1) / BN) - 1;
-      wait_turn(turn, p.causal ? last - blk.kb : blk.kb);
+      rank = p.causal ? last - blk.kb : blk.kb;
+      wait_turn(turn, rank);
       fence_async_global();  // the reduce-adds after the acquire
     }
-    for (int c = 0; c < D / 32; ++c) tma_reduce_add(tdq, sm.dq() + c * TM * 128, 32 * c, q0, cur.h, blk.b);
+    for (int c = 0; c < D / 32; ++c) {
+      if (rank == 0)
+        tma_store(tdq, sm.dq() + c * TM * 128, 32 * c, q0, cur.h, blk.b);
+      else
+        tma_reduce_add(tdq, sm.dq() + c * TM * 128, 32 * c, q0, cur.h, blk.b);
+    }
     bulk_commit();
     if constexpr (kDeterministic) {
       bulk_wait();           // the sums written

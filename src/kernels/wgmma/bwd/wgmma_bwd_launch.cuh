@@ -1,7 +1,7 @@
-// Launch of wgmma_sm90's backward for one (dtype, tile row): mma_sm80's pre-pass (D, zeroed dQ sums and
-// turn counters), the wgmma kernel (dK, dV, dQ's sums), mma_sm80's conversion of the sums to dQ. The
-// five TMA maps (Q, K, V, dO, the dQ sums) are encoded per call and passed by value, so nothing is
-// allocated.
+// Launch of wgmma_sm90's backward for one (dtype, tile row): mma_sm80's pre-pass (D, zeroed dQ sums where
+// the kernel does not store them, turn counters), the wgmma kernel (dK, dV, dQ's sums), mma_sm80's
+// conversion of the sums to dQ. The five TMA maps (Q, K, V, dO, the dQ sums) are encoded per call and
+// passed by value, so nothing is allocated.
 // Included by the instantiation files in inst/, one per (dtype, row).
 #pragma once
 
@@ -21,7 +21,10 @@ cudaError_t launch_backward(const BackwardParams& bp, cudaStream_t stream) {
   constexpr int D = cfg.head_dim;
   const KernelParams& p = bp.fwd;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
-  const mma_sm80::BwdWorkspace ws = mma_sm80::bwd_workspace(bp.workspace, rows, D, !bp.fast, cfg.tile_m);
+  // DETERMINISTIC mode: a tile's first key block stores its dQ sums (bwd_write_dq), so the pre-pass zeroes
+  // only those of tiles no block sees. Zeroing them all wrote 4 bytes per dQ element: B32 H16 L512 D128
+  // 591 -> 541 us without it, B4 H16 L4096 D128 2,949 -> 2,894 (H200, docs/perf-log.md v14.1).
+  const mma_sm80::BwdWorkspace ws = mma_sm80::bwd_workspace(bp.workspace, rows, D, !bp.fast, cfg.tile_m, !bp.fast);
 
   mma_sm80::launch_prepass<T, D>(bp, ws, stream);
 
