@@ -10,7 +10,8 @@
 // dK and dV stay in fp32 registers for the whole loop and are stored once (dK times the scale); each
 // tile's dQ goes through shared memory to a writer thread that adds it to float32 sums in the workspace
 // by TMA reduce-adds, in DETERMINISTIC mode in the fixed order of the key blocks that mma_sm80's
-// backward uses (dq_turns.cuh); mma_sm80's pre- and post-passes (bwd_prepass.cuh) zero them and round.
+// backward uses (dq_turns.cuh), the first of them storing; mma_sm80's pre- and post-passes
+// (bwd_prepass.cuh) zero the sums (in DETERMINISTIC mode only those no block writes) and round them.
 #pragma once
 
 #include "kernels/rtc_std.hpp"
