@@ -46,7 +46,7 @@ set(EVOSDPA_SOURCES
 
 # The Hopper family's kernels: compiled for sm_90a only (wgmma, setmaxnreg), whatever
 # CMAKE_CUDA_ARCHITECTURES says; their host-side family (above) is ordinary C++. Also the split-KV
-# row that needs sm_90's shared memory.
+# rows that need sm_90's shared memory or were measured only there.
 set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/wgmma_dispatch.cu
   src/kernels/wgmma/inst/wgmma_fp16_d64.cu
@@ -70,9 +70,12 @@ set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/bwd/inst/wgmma_bwd_fp16_d128.cu
   src/kernels/wgmma/bwd/inst/wgmma_bwd_bf16_d64.cu
   src/kernels/wgmma/bwd/inst/wgmma_bwd_bf16_d128.cu
-  # splitkv_sm80's 192 KiB row (splitkv_config.hpp): only sm_90's shared memory holds it.
+  # splitkv_sm80's 192 KiB row (splitkv_config.hpp): only sm_90's shared memory holds it; and its 48 KiB
+  # row, four blocks per SM for short caches, measured only there.
   src/kernels/splitkv/inst/splitkv_fp16_d128_wide.cu
   src/kernels/splitkv/inst/splitkv_bf16_d128_wide.cu
+  src/kernels/splitkv/inst/splitkv_fp16_d128_short.cu
+  src/kernels/splitkv/inst/splitkv_bf16_d128_short.cu
 )
 
 # Each kernel family's CUDA targets, compiled into the file that defines its KernelFamily

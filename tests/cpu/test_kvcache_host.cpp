@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <tuple>
 
 #include "cpu/params_fixture.hpp"
 #include "cpu/selection_fixture.hpp"
@@ -217,36 +218,49 @@ TEST(SplitKvSplits, RowsByTheDevice) {
   EXPECT_EQ(splitkv::config_for(128, false, 99 * 1024, 2), splitkv::kRowD128);
   EXPECT_EQ(splitkv::config_for(64, true, 227 * 1024, 2), splitkv::kRowD64);
   EXPECT_EQ(splitkv::config_for(96, true, 227 * 1024, 2), -1);
-  EXPECT_EQ(splitkv::config_for(128, true, 64 * 1024, 2), -1);
+  // Under 96 KiB: on sm_90 the 48 KiB row, elsewhere none.
+  EXPECT_EQ(splitkv::config_for(128, true, 64 * 1024, 2), splitkv::kRowD128Short);
+  EXPECT_EQ(splitkv::config_for(128, false, 64 * 1024, 2), -1);
+  EXPECT_EQ(splitkv::config_for(128, true, 32 * 1024, 2), -1);
 }
 
 TEST(SplitKvSplits, ShortCachesOfAWaveOfBlocksTakeTheSmallerRow) {
   using splitkv::short_cache_row;
   const long long optin = 227 * 1024, sms = 132;
-  // Up to 1024 keys with at least a block per SM: the 96 KiB row, two per SM.
-  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1024, 132, sms, optin, 2), splitkv::kRowD128);
-  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1, 512, sms, optin, 2), splitkv::kRowD128);
+  // Up to 1024 keys with at least a block per SM: the 96 KiB row, two per SM; from two blocks per SM
+  // on sm_90, the 48 KiB row, four per SM.
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1024, 132, sms, optin, 2, true), splitkv::kRowD128);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1, 263, sms, optin, 2, true), splitkv::kRowD128);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1, 264, sms, optin, 2, true), splitkv::kRowD128Short);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1024, 512, sms, optin, 2, true), splitkv::kRowD128Short);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1024, 512, sms, optin, 2, false), splitkv::kRowD128);
   // A longer cache, or fewer blocks than SMs: the 8-warp row.
-  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1025, 512, sms, optin, 2), splitkv::kRowD128Wide);
-  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1024, 131, sms, optin, 2), splitkv::kRowD128Wide);
-  // No smaller row of the head dim, or none that fits twice: unchanged.
-  EXPECT_EQ(short_cache_row(splitkv::kRowD128, 512, 512, sms, optin, 2), splitkv::kRowD128);
-  EXPECT_EQ(short_cache_row(splitkv::kRowD64, 512, 512, sms, optin, 2), splitkv::kRowD64);
-  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 512, 512, sms, 160 * 1024, 2), splitkv::kRowD128Wide);
-  EXPECT_EQ(short_cache_row(-1, 512, 512, sms, optin, 2), -1);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1025, 512, sms, optin, 2, true), splitkv::kRowD128Wide);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 1024, 131, sms, optin, 2, true), splitkv::kRowD128Wide);
+  // No other row of the head dim that fits twice, or none the device may take: unchanged.
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128, 512, 512, sms, 160 * 1024, 2, false), splitkv::kRowD128);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128, 512, 512, sms, 99 * 1024, 2, false), splitkv::kRowD128);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD64, 512, 512, sms, optin, 2, true), splitkv::kRowD64);
+  EXPECT_EQ(short_cache_row(-1, 512, 512, sms, optin, 2, true), -1);
+  // Shared memory for three 48 KiB blocks but not two 96 KiB ones: the 48 KiB row from 1.5 per SM.
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 512, 512, sms, 160 * 1024, 2, true), splitkv::kRowD128Short);
+  EXPECT_EQ(short_cache_row(splitkv::kRowD128Wide, 512, 197, sms, 160 * 1024, 2, true), splitkv::kRowD128Wide);
 
-  // Through the family: B=64, Hq/Hkv 32/8, Lq 1, D 128 on an H100 against caches of 1024 and 2048 keys.
+  // Through the family: Hq/Hkv 32/8, Lq 1, D 128 on an H100: B=64 (512 blocks) against caches of 1024
+  // and 2048 keys, and B=32 (256 blocks) against 1024.
   DeviceInfo h100{};
   h100.cc_major = 9;
   h100.sm_count = 132;
   h100.max_smem_per_block_optin = 227 * 1024;
-  for (const long long keys : {1024LL, 2048LL}) {
-    evosdpa_params_t p = valid_params(64, 32, 1, keys, 128);
+  for (const auto& [batch, keys, row] : {std::tuple{64LL, 1024LL, splitkv::kRowD128Short},
+                                         std::tuple{64LL, 2048LL, splitkv::kRowD128Wide},
+                                         std::tuple{32LL, 1024LL, splitkv::kRowD128}}) {
+    evosdpa_params_t p = valid_params(batch, 32, 1, keys, 128);
     p.heads_kv = 8;
     evosdpa_params_set_bshd_strides(&p);
     const Selection s = select_kernel(p, h100, "splitkv_sm80");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
-    EXPECT_EQ(s.variant, keys == 1024 ? splitkv::kRowD128 : splitkv::kRowD128Wide) << keys;
+    EXPECT_EQ(s.variant, row) << batch << " " << keys;
   }
 }
 

@@ -274,6 +274,11 @@ std::vector<CacheCase> cache_cases() {
       // queries bottom-right, and dense with two parts (272 blocks), top-left.
       {"short_cache_paged32_lq4_br", BF16, 128, 34, 8, 4, 4, mixed_lens(34, 640), 640, 32, BR, 0},
       {"short_cache_splits2_tl", F16, 128, 34, 8, 4, 4, mixed_lens(34, 640), 640, 0, TL, 2},
+      // The 48 KiB row on sm_90 (two blocks per SM before any split: 288, 280 and 272 blocks): dense,
+      // paged with 3 queries bottom-right, and dense with two parts top-left.
+      {"short_cache_4_per_sm", F16, 128, 36, 16, 8, 1, mixed_lens(36, 1000), 1000, 0, NONE, 0},
+      {"short_cache_4_per_sm_paged16_lq3_br", BF16, 128, 35, 16, 8, 3, mixed_lens(35, 784), 784, 16, BR, 0},
+      {"short_cache_4_per_sm_splits2_tl", F16, 128, 34, 16, 8, 2, mixed_lens(34, 900), 900, 0, TL, 2},
   };
 }
 

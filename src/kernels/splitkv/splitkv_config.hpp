@@ -25,8 +25,8 @@ struct SplitKvConfig {
   int block_n;   // keys per K/V tile
   int warps;     // each warp takes block_n / warps consecutive keys of every tile, for all 16 rows
   int stages;    // K/V tiles in shared memory: stages - 1 are in flight while one is computed
-  bool sm90a_only = false;  // compiled for sm_90a alone (192 KiB: sm_90's shared memory); elsewhere
-                            // the head dim's next row
+  bool sm90a_only = false;  // compiled for sm_90a alone (sm_90's shared memory, or measured only
+                            // there); elsewhere the head dim's next row
 
   constexpr int threads() const { return 32 * warps; }
   constexpr int warp_keys() const { return block_n / warps; }
@@ -37,7 +37,7 @@ struct SplitKvConfig {
 };
 
 // Rows in order of preference per head dim: a call takes the first of its head dim that the device can
-// run (config_for).
+// run (config_for), or for short caches one of more blocks per SM (short_cache_row).
 //  - 96 KiB rows: within sm_86/sm_89's 99 KiB; two blocks per SM on sm_90 (228 KB), one on sm_80.
 //  - D = 128, 192 KiB (sm_90): with 4 warps a block is bound by its warps' latency, not by memory: on an
 //    H200 (4.2 TB/s copy) the 96 KiB row decoded at ~3.1 TB/s at most, as on the H100 (3.0 TB/s), and
@@ -47,13 +47,21 @@ struct SplitKvConfig {
 //    slower on it until their page and row per key were stepped instead of divided (v13.17: B=1 L=128k
 //    223 us on the 96 KiB row, 163 with the stepping, 153-156 on this row; B=8 L=128k 1,515, 1,203,
 //    1,064). Its instantiations are compiled for sm_90a alone (src/sources.cmake), where 192 KiB fit.
+//  - D = 128, 48 KiB (sm_90): four blocks per SM for short caches over many blocks (short_cache_row).
+//    Two warps over 32-key tiles: a block streams slowly alone, so only where the blocks fill two per
+//    SM. H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, against the 96 KiB row (us): every sequence full, B=64
+//    L=512 42.0 -> 37.6, L=1k 70.9 -> 67.0, B=256 L=1k 257.1 -> 246.2 (paged, pages of 16: 52.4 -> 41.7,
+//    88.0 -> 71.6, 330.9 -> 267.6); lengths uniform in [1, L], B=64 L=1k 53.8 -> 47.9, B=256 152.9 ->
+//    142.8, B=128 level (90.7 / 90.9); but B=32 L=1k (256 blocks) 33.5 -> 35.5, and caches of 2k-4k
+//    keys with spread lengths lost 12-45% (B=64 L=4k 151 -> 176; docs/perf-log.md v14.2).
 inline constexpr SplitKvConfig kConfigs[] = {
     {64, 128, 4, 3},
     {128, 128, 8, 3, true},
     {128, 64, 4, 3},
+    {128, 32, 2, 3, true},
 };
 // The rows by index, for the instantiation files (inst/).
-inline constexpr int kRowD64 = 0, kRowD128Wide = 1, kRowD128 = 2;
+inline constexpr int kRowD64 = 0, kRowD128Wide = 1, kRowD128 = 2, kRowD128Short = 3;
 inline constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
 constexpr bool valid(const SplitKvConfig& c) {
@@ -84,29 +92,38 @@ constexpr int config_for(int head_dim, bool sm90a, long long smem_optin, int ele
 inline constexpr long long kShortCacheKeys = 1024;
 
 // The row a call takes: config_for's, except for caches of at most kShortCacheKeys keys whose `base`
-// blocks (base_blocks) fill at least a wave of one block per SM: those take the head dim's next row
-// that fits twice into `smem_optin`, if any. Such blocks stream a few tiles each, so what counts is how
-// soon each block's first tiles arrive, and two smaller blocks per SM overlap one's start with the
-// other's streaming. H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, every sequence full, 8-warp row against the
-// 96 KiB row (us): dense B=64 L=512 49.2 / 41.9, L=1k 75.5 / 70.1, B=32 L=512 27.0 / 22.8, L=1k 41.5 /
-// 37.4, B=64 L=4k 247.7 / 246.7, L=16k 942.5 / 955.2; paged B=64 L=512 59.0 / 51.2, L=1k 93.2 / 89.3.
+// blocks (base_blocks) fill at least half the slots of a row of the head dim holding n >= 2 blocks per
+// SM in `smem_optin` bytes (base >= n / 2 * sm_count): those take such a row, the one of most blocks
+// per SM (an sm90a_only row only on sm_90, `sm90a`). Such blocks stream a few tiles each, so what counts
+// is how soon each block's first tiles arrive, and several smaller blocks per SM overlap one's start with
+// the others' streaming; a smaller block streams more slowly alone, hence the half-full slots. H200,
+// fp16, Hq/Hkv 32/8, D 128, Lq 1, every sequence full, 8-warp row against the 96 KiB row (us): dense B=64
+// L=512 49.2 / 41.9, L=1k 75.5 / 70.1, B=32 L=512 27.0 / 22.8, L=1k 41.5 / 37.4, B=64 L=4k 247.7 /
+// 246.7, L=16k 942.5 / 955.2; paged B=64 L=512 59.0 / 51.2, L=1k 93.2 / 89.3 (the 48 KiB row: above).
 // The cache's capacity (seqlen_k) bounds the rule, not its sequences' lengths, which the host does not
 // know; with lengths spread over the cache the longest sequences decide, and a 4-warp block streams one
 // alone at about half the 8-warp rate: lengths uniform in [1, 1k), B=64 52.9 / 55.8 (paged 71.1 /
 // 73.8), B=32 35.0 / 34.0, B=128 91.9 / 89.5; in [1, 4k), B=32 86.5 / 107.3 (docs/perf-log.md v13.18).
 constexpr int short_cache_row(int row, long long seqlen_k, long long base, long long sm_count, long long smem_optin,
-                              int elem) {
-  if (row < 0 || seqlen_k > kShortCacheKeys || base < sm_count) return row;
-  for (int i = row + 1; i < kConfigCount; ++i)
-    if (kConfigs[i].head_dim == kConfigs[row].head_dim && 2LL * kConfigs[i].smem_bytes(elem) <= smem_optin) return i;
-  return row;
+                              int elem, bool sm90a) {
+  if (row < 0 || seqlen_k > kShortCacheKeys) return row;
+  int best = row;
+  long long best_per_sm = 1;
+  for (int i = 0; i < kConfigCount; ++i) {
+    const SplitKvConfig& c = kConfigs[i];
+    if (i == row || c.head_dim != kConfigs[row].head_dim || (c.sm90a_only && !sm90a)) continue;
+    const long long per_sm = smem_optin / c.smem_bytes(elem);
+    if (per_sm >= 2 && per_sm > best_per_sm && 2 * base >= per_sm * sm_count) best = i, best_per_sm = per_sm;
+  }
+  return best;
 }
 
 // Every supported head dim runs on sm_86/sm_89 (99 KiB); the instantiation files' rows.
 static_assert(config_for(64, false, 99 * 1024, 2) >= 0 && config_for(128, false, 99 * 1024, 2) >= 0,
               "every supported head dim has a row within 99 KiB");
 static_assert(kConfigs[kRowD64].head_dim == 64 && kConfigs[kRowD128Wide].head_dim == 128 &&
-                  kConfigs[kRowD128].head_dim == 128 && kConfigCount == 3,
+                  kConfigs[kRowD128].head_dim == 128 && kConfigs[kRowD128Short].head_dim == 128 &&
+                  kConfigCount == 4,
               "the instantiation files' rows");
 
 // Blocks of the grid before splitting: (sequence, K/V head, 16-row group).

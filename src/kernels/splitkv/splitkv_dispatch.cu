@@ -11,9 +11,11 @@ namespace evosdpa::detail::splitkv {
 extern template cudaError_t launch<__half, kRowD64>(const KernelParams&, cudaStream_t);
 extern template cudaError_t launch<__half, kRowD128Wide>(const KernelParams&, cudaStream_t);
 extern template cudaError_t launch<__half, kRowD128>(const KernelParams&, cudaStream_t);
+extern template cudaError_t launch<__half, kRowD128Short>(const KernelParams&, cudaStream_t);
 extern template cudaError_t launch<__nv_bfloat16, kRowD64>(const KernelParams&, cudaStream_t);
 extern template cudaError_t launch<__nv_bfloat16, kRowD128Wide>(const KernelParams&, cudaStream_t);
 extern template cudaError_t launch<__nv_bfloat16, kRowD128>(const KernelParams&, cudaStream_t);
+extern template cudaError_t launch<__nv_bfloat16, kRowD128Short>(const KernelParams&, cudaStream_t);
 extern template cudaError_t kernel_attributes<__half, kRowD64>(cudaFuncAttributes*);
 
 cudaError_t launch_variant(const KernelParams& p, evosdpa_dtype_t dtype, int variant, cudaStream_t stream) {
