@@ -264,6 +264,52 @@ TEST(SplitKvSplits, ShortCachesOfAWaveOfBlocksTakeTheSmallerRow) {
   }
 }
 
+TEST(SplitKvSplits, PagedCachesOfFewSequencesTakeTheDensestRow) {
+  using splitkv::paged_split_row;
+  const long long optin = 227 * 1024, sms = 132;
+  const int wide = splitkv::kRowD128Wide;
+  // From a quarter of the SMs' count of blocks to one fewer than the SMs, up to 32k keys, on sm_90: the
+  // 48 KiB row, four per SM.
+  EXPECT_EQ(paged_split_row(wide, true, 4096, 64, sms, optin, 2, true), splitkv::kRowD128Short);
+  EXPECT_EQ(paged_split_row(wide, true, 32768, 33, sms, optin, 2, true), splitkv::kRowD128Short);
+  EXPECT_EQ(paged_split_row(wide, true, 1, 131, sms, optin, 2, true), splitkv::kRowD128Short);
+  // A dense cache, fewer or more blocks, a longer cache, another device: unchanged.
+  EXPECT_EQ(paged_split_row(wide, false, 4096, 64, sms, optin, 2, true), wide);
+  EXPECT_EQ(paged_split_row(wide, true, 4096, 32, sms, optin, 2, true), wide);
+  EXPECT_EQ(paged_split_row(wide, true, 4096, 132, sms, optin, 2, true), wide);
+  EXPECT_EQ(paged_split_row(wide, true, 32769, 64, sms, optin, 2, true), wide);
+  EXPECT_EQ(paged_split_row(splitkv::kRowD128, true, 4096, 64, sms, 163 * 1024, 2, false), splitkv::kRowD128);
+  EXPECT_EQ(paged_split_row(splitkv::kRowD128, true, 4096, 64, sms, 99 * 1024, 2, false), splitkv::kRowD128);
+  EXPECT_EQ(paged_split_row(splitkv::kRowD64, true, 4096, 64, sms, optin, 2, true), splitkv::kRowD64);
+  EXPECT_EQ(paged_split_row(-1, true, 4096, 64, sms, optin, 2, true), -1);
+
+  // Through the family: B=8, Hq/Hkv 32/8, Lq 1, D 128, pages of 16 keys, 4096 keys per sequence, on an
+  // H100 with a workspace: the 48 KiB row in 8 parts (64 blocks over its 528 slots); 1 sequence keeps
+  // the 8-warp row.
+  DeviceInfo h100{};
+  h100.cc_major = 9;
+  h100.sm_count = 132;
+  h100.max_smem_per_block_optin = 227 * 1024;
+  for (const int batch : {8, 1}) {
+    evosdpa_params_t p = valid_params(batch, 32, 1, 4096, 128);
+    p.heads_kv = 8;
+    evosdpa_params_set_bshd_strides(&p);
+    p.k_head_stride = p.v_head_stride = 128;
+    p.k_seq_stride = p.v_seq_stride = 8 * 128;
+    p.k_batch_stride = p.v_batch_stride = 16 * 8 * 128;
+    p.page_table = kTable;
+    p.page_table_batch_stride = 256;
+    p.page_size = 16;
+    p.num_pages = batch * 256;
+    p.workspace = reinterpret_cast<void*>(uintptr_t{0x80000000});
+    p.workspace_size = SIZE_MAX;
+    const Selection s = select_kernel(p, h100, "splitkv_sm80");
+    ASSERT_TRUE(s.check.ok()) << s.check.message;
+    EXPECT_EQ(s.variant, batch == 8 ? splitkv::kRowD128Short : splitkv::kRowD128Wide) << batch;
+    if (batch == 8) EXPECT_EQ(s.splits, 8);
+  }
+}
+
 TEST(SplitKvSplits, OnlyCallersOfTheServingHeaderLendTheForwardTheirWorkspace) {
   // A 0.4 caller's struct ends at backward_mode: its workspace was the backward's alone.
   EXPECT_FALSE(knows_forward_workspace(offsetof(evosdpa_params_t, seqused_k)));

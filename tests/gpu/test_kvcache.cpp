@@ -279,6 +279,10 @@ std::vector<CacheCase> cache_cases() {
       {"short_cache_4_per_sm", F16, 128, 36, 16, 8, 1, mixed_lens(36, 1000), 1000, 0, NONE, 0},
       {"short_cache_4_per_sm_paged16_lq3_br", BF16, 128, 35, 16, 8, 3, mixed_lens(35, 784), 784, 16, BR, 0},
       {"short_cache_4_per_sm_splits2_tl", F16, 128, 34, 16, 8, 2, mixed_lens(34, 900), 900, 0, TL, 2},
+      // The 48 KiB row for paged caches of few sequences on sm_90 (64 and 36 blocks before the split, the
+      // library's count of parts).
+      {"paged_split_4_per_sm", F16, 128, 8, 32, 8, 1, mixed_lens(8, 3008), 3008, 16, NONE, 0},
+      {"paged_split_4_per_sm_lq2_br", BF16, 128, 9, 16, 4, 2, mixed_lens(9, 1504), 1504, 32, BR, 0},
   };
 }
 

@@ -118,6 +118,32 @@ constexpr int short_cache_row(int row, long long seqlen_k, long long base, long 
   return best;
 }
 
+// Paged caches up to which paged_split_row may hand a call to the row of most blocks per SM.
+inline constexpr long long kPagedSplitKeys = 32768;
+
+// The row a paged call takes after short_cache_row: for caches of at most kPagedSplitKeys keys whose base
+// blocks number at least a quarter of the SMs but fewer than the SMs, the row of the head dim holding
+// the most blocks per SM, four or more (an sm90a_only row only on sm_90), whose split count then counts
+// those blocks (supports(): a paged cache's parts fill every block an SM holds). A paged tile's copies
+// wait on page-table reads, so more, smaller blocks in flight pull more bandwidth. H200, fp16, Hq/Hkv
+// 32/8, D 128, Lq 1, pages of 16, every sequence full, the 8-warp row (2 parts) against the 48 KiB row
+// (8 parts), us: B=8 L=1k 22.7, 22.0 / 21.3, 21.4; L=4k 48.7, 49.1 / 44.5, 44.3; L=8k 83.1, 82.2 / 76.0,
+// 76.5; L=16k 148.2, 148.9 / 138.1, 137.3; L=32k 276.4, 278.4 / 260.8, 259.5. B=1 (8 blocks) was level
+// or slower on it with any count of parts (L=8k 22.5-22.7 against 23.2-24.9; docs/perf-log.md v14.2).
+constexpr int paged_split_row(int row, bool paged, long long seqlen_k, long long base, long long sm_count,
+                              long long smem_optin, int elem, bool sm90a) {
+  if (row < 0 || !paged || seqlen_k > kPagedSplitKeys || 4 * base < sm_count || base >= sm_count) return row;
+  int best = row;
+  long long best_per_sm = 3;
+  for (int i = 0; i < kConfigCount; ++i) {
+    const SplitKvConfig& c = kConfigs[i];
+    if (c.head_dim != kConfigs[row].head_dim || (c.sm90a_only && !sm90a)) continue;
+    const long long per_sm = smem_optin / c.smem_bytes(elem);
+    if (per_sm > best_per_sm) best = i, best_per_sm = per_sm;
+  }
+  return best;
+}
+
 // Every supported head dim runs on sm_86/sm_89 (99 KiB); the instantiation files' rows.
 static_assert(config_for(64, false, 99 * 1024, 2) >= 0 && config_for(128, false, 99 * 1024, 2) >= 0,
               "every supported head dim has a row within 99 KiB");

@@ -38,8 +38,10 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(c.message);
   const int64_t group = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1;
   const long long base = splitkv::base_blocks(p.batch, p.heads_kv, p.seqlen_q, group);
-  const int row = splitkv::short_cache_row(splitkv::config_for(head_dim, sm90a, dev.max_smem_per_block_optin, elem),
-                                           p.seqlen_k, base, dev.sm_count, dev.max_smem_per_block_optin, elem, sm90a);
+  const int row = splitkv::paged_split_row(
+      splitkv::short_cache_row(splitkv::config_for(head_dim, sm90a, dev.max_smem_per_block_optin, elem), p.seqlen_k,
+                               base, dev.sm_count, dev.max_smem_per_block_optin, elem, sm90a),
+      p.page_table != nullptr, p.seqlen_k, base, dev.sm_count, dev.max_smem_per_block_optin, elem, sm90a);
   if (row < 0)
     return refuse("needs " + std::to_string(splitkv::kConfigs[smallest].smem_bytes(elem)) +
                   " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));
