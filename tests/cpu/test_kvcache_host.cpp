@@ -268,20 +268,19 @@ TEST(SplitKvSplits, PagedCachesOfFewSequencesTakeTheDensestRow) {
   using splitkv::paged_split_row;
   const long long optin = 227 * 1024, sms = 132;
   const int wide = splitkv::kRowD128Wide;
-  // From a quarter of the SMs' count of blocks to one fewer than the SMs, up to 32k keys, on sm_90: the
-  // 48 KiB row, four per SM.
-  EXPECT_EQ(paged_split_row(wide, true, 4096, 64, sms, optin, 2, true), splitkv::kRowD128Short);
-  EXPECT_EQ(paged_split_row(wide, true, 32768, 33, sms, optin, 2, true), splitkv::kRowD128Short);
-  EXPECT_EQ(paged_split_row(wide, true, 1, 131, sms, optin, 2, true), splitkv::kRowD128Short);
-  // A dense cache, fewer or more blocks, a longer cache, another device: unchanged.
-  EXPECT_EQ(paged_split_row(wide, false, 4096, 64, sms, optin, 2, true), wide);
-  EXPECT_EQ(paged_split_row(wide, true, 4096, 32, sms, optin, 2, true), wide);
-  EXPECT_EQ(paged_split_row(wide, true, 4096, 132, sms, optin, 2, true), wide);
-  EXPECT_EQ(paged_split_row(wide, true, 32769, 64, sms, optin, 2, true), wide);
-  EXPECT_EQ(paged_split_row(splitkv::kRowD128, true, 4096, 64, sms, 163 * 1024, 2, false), splitkv::kRowD128);
-  EXPECT_EQ(paged_split_row(splitkv::kRowD128, true, 4096, 64, sms, 99 * 1024, 2, false), splitkv::kRowD128);
-  EXPECT_EQ(paged_split_row(splitkv::kRowD64, true, 4096, 64, sms, optin, 2, true), splitkv::kRowD64);
-  EXPECT_EQ(paged_split_row(-1, true, 4096, 64, sms, optin, 2, true), -1);
+  // From a quarter of the SMs' count of blocks to one fewer than the SMs, on sm_90: the 48 KiB row, four
+  // per SM.
+  EXPECT_EQ(paged_split_row(wide, true, 64, sms, optin, 2, true), splitkv::kRowD128Short);
+  EXPECT_EQ(paged_split_row(wide, true, 33, sms, optin, 2, true), splitkv::kRowD128Short);
+  EXPECT_EQ(paged_split_row(wide, true, 131, sms, optin, 2, true), splitkv::kRowD128Short);
+  // A dense cache, fewer or more blocks, another device: unchanged.
+  EXPECT_EQ(paged_split_row(wide, false, 64, sms, optin, 2, true), wide);
+  EXPECT_EQ(paged_split_row(wide, true, 32, sms, optin, 2, true), wide);
+  EXPECT_EQ(paged_split_row(wide, true, 132, sms, optin, 2, true), wide);
+  EXPECT_EQ(paged_split_row(splitkv::kRowD128, true, 64, sms, 163 * 1024, 2, false), splitkv::kRowD128);
+  EXPECT_EQ(paged_split_row(splitkv::kRowD128, true, 64, sms, 99 * 1024, 2, false), splitkv::kRowD128);
+  EXPECT_EQ(paged_split_row(splitkv::kRowD64, true, 64, sms, optin, 2, true), splitkv::kRowD64);
+  EXPECT_EQ(paged_split_row(-1, true, 64, sms, optin, 2, true), -1);
 
   // Through the family: B=8, Hq/Hkv 32/8, Lq 1, D 128, pages of 16 keys, 4096 keys per sequence, on an
   // H100 with a workspace: the 48 KiB row in 8 parts (64 blocks over its 528 slots); 1 sequence keeps

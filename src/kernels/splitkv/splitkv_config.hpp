@@ -47,9 +47,10 @@ struct SplitKvConfig {
 //    slower on it until their page and row per key were stepped instead of divided (v13.17: B=1 L=128k
 //    223 us on the 96 KiB row, 163 with the stepping, 153-156 on this row; B=8 L=128k 1,515, 1,203,
 //    1,064). Its instantiations are compiled for sm_90a alone (src/sources.cmake), where 192 KiB fit.
-//  - D = 128, 48 KiB (sm_90): four blocks per SM for short caches over many blocks (short_cache_row).
+//  - D = 128, 48 KiB (sm_90): four blocks per SM for short caches over many blocks (short_cache_row)
+//    and paged caches of few sequences (paged_split_row).
 //    Two warps over 32-key tiles: a block streams slowly alone, so only where the blocks fill two per
-//    SM. H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, against the 96 KiB row (us): every sequence full, B=64
+//    SM, or a paged cache's parts all four. Short caches, H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, against the 96 KiB row (us): every sequence full, B=64
 //    L=512 42.0 -> 37.6, L=1k 70.9 -> 67.0, B=256 L=1k 257.1 -> 246.2 (paged, pages of 16: 52.4 -> 41.7,
 //    88.0 -> 71.6, 330.9 -> 267.6); lengths uniform in [1, L], B=64 L=1k 53.8 -> 47.9, B=256 152.9 ->
 //    142.8, B=128 level (90.7 / 90.9); but B=32 L=1k (256 blocks) 33.5 -> 35.5, and caches of 2k-4k
@@ -118,21 +119,21 @@ constexpr int short_cache_row(int row, long long seqlen_k, long long base, long 
   return best;
 }
 
-// Paged caches up to which paged_split_row may hand a call to the row of most blocks per SM.
-inline constexpr long long kPagedSplitKeys = 32768;
-
-// The row a paged call takes after short_cache_row: for caches of at most kPagedSplitKeys keys whose base
-// blocks number at least a quarter of the SMs but fewer than the SMs, the row of the head dim holding
-// the most blocks per SM, four or more (an sm90a_only row only on sm_90), whose split count then counts
-// those blocks (supports(): a paged cache's parts fill every block an SM holds). A paged tile's copies
-// wait on page-table reads, so more, smaller blocks in flight pull more bandwidth. H200, fp16, Hq/Hkv
-// 32/8, D 128, Lq 1, pages of 16, every sequence full, the 8-warp row (2 parts) against the 48 KiB row
-// (8 parts), us: B=8 L=1k 22.7, 22.0 / 21.3, 21.4; L=4k 48.7, 49.1 / 44.5, 44.3; L=8k 83.1, 82.2 / 76.0,
-// 76.5; L=16k 148.2, 148.9 / 138.1, 137.3; L=32k 276.4, 278.4 / 260.8, 259.5. B=1 (8 blocks) was level
-// or slower on it with any count of parts (L=8k 22.5-22.7 against 23.2-24.9; docs/perf-log.md v14.2).
-constexpr int paged_split_row(int row, bool paged, long long seqlen_k, long long base, long long sm_count,
-                              long long smem_optin, int elem, bool sm90a) {
-  if (row < 0 || !paged || seqlen_k > kPagedSplitKeys || 4 * base < sm_count || base >= sm_count) return row;
+// The row a paged call takes after short_cache_row: where its base blocks number at least a quarter of
+// the SMs but fewer than the SMs, the row of the head dim holding the most blocks per SM, four or more
+// (an sm90a_only row only on sm_90), whose split count then counts those blocks (supports(): a paged
+// cache's parts fill every block an SM holds). A paged tile's copies wait on page-table reads, so more,
+// smaller blocks in flight pull more bandwidth, and more parts per sequence even out sequences of
+// different lengths. H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, pages of 16, the 8-warp row (2 parts at B=8)
+// against the 48 KiB row (8 parts), us: every sequence full, B=8 L=1k 22.6, 21.9 / 21.1, 20.6; L=8k 82.3,
+// 81.6 / 75.4, 74.0; L=32k 275.7, 274.7 / 258.4, 258.1; L=64k 536.9, 541.9 / 505.3, 504.6; L=128k
+// 1,055.6, 1,054.5 / 994.0, 994.6 (4.3 TB/s); B=5 L=8k 61.2, 60.7 / 52.3, 51.8; B=16 L=16k
+// 273.1, 273.1 / 257.5, 257.4; lengths uniform in [1, L]: B=8 L=4k 47.0, 47.3 / 39.8, 39.4, L=128k
+// 937.0, 935.4 / 731.1, 707.0; B=16 L=16k 262.8, 263.0 / 217.3, 217.4. B=1 (8 blocks) was level or
+// slower on it with any count of parts (L=8k 22.5-22.7 against 23.2-24.9; docs/perf-log.md v14.2).
+constexpr int paged_split_row(int row, bool paged, long long base, long long sm_count, long long smem_optin, int elem,
+                              bool sm90a) {
+  if (row < 0 || !paged || 4 * base < sm_count || base >= sm_count) return row;
   int best = row;
   long long best_per_sm = 3;
   for (int i = 0; i < kConfigCount; ++i) {

@@ -41,7 +41,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   const int row = splitkv::paged_split_row(
       splitkv::short_cache_row(splitkv::config_for(head_dim, sm90a, dev.max_smem_per_block_optin, elem), p.seqlen_k,
                                base, dev.sm_count, dev.max_smem_per_block_optin, elem, sm90a),
-      p.page_table != nullptr, p.seqlen_k, base, dev.sm_count, dev.max_smem_per_block_optin, elem, sm90a);
+      p.page_table != nullptr, base, dev.sm_count, dev.max_smem_per_block_optin, elem, sm90a);
   if (row < 0)
     return refuse("needs " + std::to_string(splitkv::kConfigs[smallest].smem_bytes(elem)) +
                   " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));
