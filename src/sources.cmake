@@ -71,7 +71,7 @@ set(EVOSDPA_SM90A_SOURCES
   src/kernels/wgmma/bwd/inst/wgmma_bwd_bf16_d64.cu
   src/kernels/wgmma/bwd/inst/wgmma_bwd_bf16_d128.cu
   # splitkv_sm80's 192 KiB row (splitkv_config.hpp): only sm_90's shared memory holds it; and its 48 KiB
-  # row, four blocks per SM for short caches, measured only there.
+  # row, four blocks per SM for short caches and paged caches of few sequences, measured only there.
   src/kernels/splitkv/inst/splitkv_fp16_d128_wide.cu
   src/kernels/splitkv/inst/splitkv_bf16_d128_wide.cu
   src/kernels/splitkv/inst/splitkv_fp16_d128_short.cu

@@ -48,12 +48,12 @@ struct SplitKvConfig {
 //    223 us on the 96 KiB row, 163 with the stepping, 153-156 on this row; B=8 L=128k 1,515, 1,203,
 //    1,064). Its instantiations are compiled for sm_90a alone (src/sources.cmake), where 192 KiB fit.
 //  - D = 128, 48 KiB (sm_90): four blocks per SM for short caches over many blocks (short_cache_row)
-//    and paged caches of few sequences (paged_split_row).
-//    Two warps over 32-key tiles: a block streams slowly alone, so only where the blocks fill two per
-//    SM, or a paged cache's parts all four. Short caches, H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, against the 96 KiB row (us): every sequence full, B=64
-//    L=512 42.0 -> 37.6, L=1k 70.9 -> 67.0, B=256 L=1k 257.1 -> 246.2 (paged, pages of 16: 52.4 -> 41.7,
-//    88.0 -> 71.6, 330.9 -> 267.6); lengths uniform in [1, L], B=64 L=1k 53.8 -> 47.9, B=256 152.9 ->
-//    142.8, B=128 level (90.7 / 90.9); but B=32 L=1k (256 blocks) 33.5 -> 35.5, and caches of 2k-4k
+//    and paged caches of few sequences (paged_split_row). Two warps over 32-key tiles: a block streams
+//    slowly alone, so only where the blocks fill two per SM, or a paged cache's parts all four. Short
+//    caches, H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, against the 96 KiB row (us): every sequence full,
+//    B=64 L=512 42.0 -> 37.6, L=1k 70.9 -> 67.0, B=256 L=1k 257.1 -> 246.2 (paged, pages of 16: 52.4 ->
+//    41.7, 88.0 -> 71.6, 330.9 -> 267.6); lengths uniform in [1, L], B=64 L=1k 53.8 -> 47.9, B=256 152.9
+//    -> 142.8, B=128 level (90.7 / 90.9); but B=32 L=1k (256 blocks) 33.5 -> 35.5, and caches of 2k-4k
 //    keys with spread lengths lost 12-45% (B=64 L=4k 151 -> 176; docs/perf-log.md v14.2).
 inline constexpr SplitKvConfig kConfigs[] = {
     {64, 128, 4, 3},
