@@ -281,6 +281,32 @@ TEST(SplitKvSplits, PagedCachesOfFewSequencesTakeTheDensestRow) {
   EXPECT_EQ(paged_split_row(splitkv::kRowD128, true, 64, sms, 99 * 1024, 2, false), splitkv::kRowD128);
   EXPECT_EQ(paged_split_row(splitkv::kRowD64, true, 64, sms, optin, 2, true), splitkv::kRowD64);
   EXPECT_EQ(paged_split_row(-1, true, 64, sms, optin, 2, true), -1);
+  // sm_100's shared memory (227 KiB) without sm_90a code: the 96 KiB row, never the 48 KiB one.
+  EXPECT_EQ(paged_split_row(splitkv::kRowD128, true, 64, 148, optin, 2, false), splitkv::kRowD128);
+
+  // The plan (plan_call): B=8 paged (64 blocks), 4096 keys, on sm_90. With a workspace for its 8 parts
+  // the 48 KiB row; with less, or none, or a count of the caller's, the 8-warp row as before; the parts
+  // wanted (the size query's answer) are the 48 KiB row's unless the caller fixed them.
+  using splitkv::plan_call;
+  const auto plan = [&](bool paged, long long fixed, long long fit) {
+    return plan_call(128, true, optin, 2, sms, 4096, 64, paged, fixed, fit);
+  };
+  for (const long long fit : {8LL, 100LL}) {
+    EXPECT_EQ(plan(true, 0, fit).row, splitkv::kRowD128Short) << fit;
+    EXPECT_EQ(plan(true, 0, fit).splits, 8) << fit;
+  }
+  for (const long long fit : {0LL, 1LL, 2LL, 7LL}) {
+    EXPECT_EQ(plan(true, 0, fit).row, wide) << fit;
+    EXPECT_EQ(plan(true, 0, fit).splits, fit >= 2 ? 2 : 1) << fit;
+    EXPECT_EQ(plan(true, 0, fit).wanted, 8) << fit;
+  }
+  EXPECT_EQ(plan(true, 2, 0).row, wide);
+  EXPECT_EQ(plan(true, 2, 0).splits, 2);
+  EXPECT_EQ(plan(true, 2, 0).wanted, 2);
+  EXPECT_EQ(plan(true, 12, 0).row, wide);
+  EXPECT_EQ(plan(false, 0, 100).row, wide);
+  EXPECT_EQ(plan(false, 0, 100).splits, 2);
+  EXPECT_EQ(plan_call(96, true, optin, 2, sms, 4096, 64, true, 0, 100).row, -1);
 
   // Through the family: B=8, Hq/Hkv 32/8, Lq 1, D 128, pages of 16 keys, 4096 keys per sequence, on an
   // H100 with a workspace: the 48 KiB row in 8 parts (64 blocks over its 528 slots); 1 sequence keeps
@@ -302,10 +328,19 @@ TEST(SplitKvSplits, PagedCachesOfFewSequencesTakeTheDensestRow) {
     p.num_pages = batch * 256;
     p.workspace = reinterpret_cast<void*>(uintptr_t{0x80000000});
     p.workspace_size = SIZE_MAX;
-    const Selection s = select_kernel(p, h100, "splitkv_sm80");
+    Selection s = select_kernel(p, h100, "splitkv_sm80");
     ASSERT_TRUE(s.check.ok()) << s.check.message;
     EXPECT_EQ(s.variant, batch == 8 ? splitkv::kRowD128Short : splitkv::kRowD128Wide) << batch;
-    if (batch == 8) EXPECT_EQ(s.splits, 8);
+    if (batch != 8) continue;
+    EXPECT_EQ(s.splits, 8);
+    const size_t eight = s.workspace_bytes;
+    // Without a workspace: the 8-warp row unsplit, and the size query's answer still the 8 parts'.
+    p.workspace = nullptr;
+    p.workspace_size = 0;
+    s = select_kernel(p, h100, "splitkv_sm80");
+    EXPECT_EQ(s.variant, splitkv::kRowD128Wide);
+    EXPECT_EQ(s.splits, 1);
+    EXPECT_EQ(s.workspace_wanted, eight);
   }
 }
 

@@ -26,7 +26,8 @@ struct SplitKvConfig {
   int warps;     // each warp takes block_n / warps consecutive keys of every tile, for all 16 rows
   int stages;    // K/V tiles in shared memory: stages - 1 are in flight while one is computed
   bool sm90a_only = false;  // compiled for sm_90a alone (sm_90's shared memory, or measured only
-                            // there); elsewhere the head dim's next row
+                            // there); elsewhere never chosen (config_for, short_cache_row,
+                            // paged_split_row)
 
   constexpr int threads() const { return 32 * warps; }
   constexpr int warp_keys() const { return block_n / warps; }
@@ -51,10 +52,10 @@ struct SplitKvConfig {
 //    and paged caches of few sequences (paged_split_row). Two warps over 32-key tiles: a block streams
 //    slowly alone, so only where the blocks fill two per SM, or a paged cache's parts all four. Short
 //    caches, H200, fp16, Hq/Hkv 32/8, D 128, Lq 1, against the 96 KiB row (us): every sequence full,
-//    B=64 L=512 42.0 -> 37.6, L=1k 70.9 -> 67.0, B=256 L=1k 257.1 -> 246.2 (paged, pages of 16: 52.4 ->
+//    B=64 L=512 42.0 -> 37.6, L=1k 70.9 -> 67.0, B=256 L=1k 257.2 -> 246.2 (paged, pages of 16: 52.4 ->
 //    41.7, 88.0 -> 71.6, 330.9 -> 267.6); lengths uniform in [1, L], B=64 L=1k 53.8 -> 47.9, B=256 152.9
 //    -> 142.8, B=128 level (90.7 / 90.9); but B=32 L=1k (256 blocks) 33.5 -> 35.5, and caches of 2k-4k
-//    keys with spread lengths lost 12-45% (B=64 L=4k 151 -> 176; docs/perf-log.md v14.2).
+//    keys with spread lengths lost 12-45% (B=64 L=4k 151 -> 177; docs/perf-log.md v14.2).
 inline constexpr SplitKvConfig kConfigs[] = {
     {64, 128, 4, 3},
     {128, 128, 8, 3, true},
@@ -114,7 +115,7 @@ constexpr int short_cache_row(int row, long long seqlen_k, long long base, long 
     const SplitKvConfig& c = kConfigs[i];
     if (i == row || c.head_dim != kConfigs[row].head_dim || (c.sm90a_only && !sm90a)) continue;
     const long long per_sm = smem_optin / c.smem_bytes(elem);
-    if (per_sm >= 2 && per_sm > best_per_sm && 2 * base >= per_sm * sm_count) best = i, best_per_sm = per_sm;
+    if (per_sm > best_per_sm && 2 * base >= per_sm * sm_count) best = i, best_per_sm = per_sm;
   }
   return best;
 }
@@ -129,8 +130,11 @@ constexpr int short_cache_row(int row, long long seqlen_k, long long base, long 
 // 81.6 / 75.4, 74.0; L=32k 275.7, 274.7 / 258.4, 258.1; L=64k 536.9, 541.9 / 505.3, 504.6; L=128k
 // 1,055.6, 1,054.5 / 994.0, 994.6 (4.3 TB/s); B=5 L=8k 61.2, 60.7 / 52.3, 51.8; B=16 L=16k
 // 273.1, 273.1 / 257.5, 257.4; lengths uniform in [1, L]: B=8 L=4k 47.0, 47.3 / 39.8, 39.4, L=128k
-// 937.0, 935.4 / 731.1, 707.0; B=16 L=16k 262.8, 263.0 / 217.3, 217.4. B=1 (8 blocks) was level or
-// slower on it with any count of parts (L=8k 22.5-22.7 against 23.2-24.9; docs/perf-log.md v14.2).
+// 937.0, 935.4 / 731.1, 707.0; B=16 L=16k 262.8, 263.0 / 217.3, 217.4. B=1 (8 blocks) on it: L=8k
+// 22.5-22.7 against 23.2-23.6 with 32 parts, 24.8-24.9 with 64, 32.7-32.9 with 16; faster only at L=32k
+// with 64 (47.5-48.0 against 49.2); not taken (docs/perf-log.md v14.2). With only a few parts its blocks
+// each stream a long run of keys slowly (B=8 L=32k in 2 parts: 722 us against 278 on the 8-warp row):
+// plan_call takes it only with the library's split count and a workspace for all its parts.
 constexpr int paged_split_row(int row, bool paged, long long base, long long sm_count, long long smem_optin, int elem,
                               bool sm90a) {
   if (row < 0 || !paged || 4 * base < sm_count || base >= sm_count) return row;
@@ -185,6 +189,45 @@ constexpr int choose_splits(long long base, long long key_blocks, long long slot
 // [D], then float lse [splits][rows]; nothing without a split.
 constexpr long long workspace_bytes(long long splits, long long rows, long long head_dim) {
   return splits <= 1 ? 0 : splits * rows * (head_dim + 1) * 4;
+}
+
+// A call's parts on row `row`: the caller's count `fixed` (> 0; at most one per key block), or
+// choose_splits over the slots of the grid. A dense cache counts SMs, not the blocks an SM holds: a
+// memory-bound block pulls more than an SM's share of the bandwidth, so SMs given two blocks finish last
+// (H100, fp16, Hq/Hkv 32/8, D 128, Lq 1: B=1 L=64k 103 us with 16 parts (128 blocks) against 114 with 29
+// (232 blocks); B=8 L=8k 97.7 us with 2 parts against 100.6 with 4; .carry/split_sweep.py). A paged one
+// counts every block the SMs hold: each tile's copies wait for page-table reads, so a block streams less
+// and more of them must be in flight (B=8 L=8k, pages of 16: 111.8 us with 4 parts, 180.7 with 2; B=1
+// L=64k: 128.9 against 209.2; docs/perf-log.md v11).
+constexpr long long row_splits(int row, long long fixed, long long base, long long seqlen_k, bool paged,
+                               long long sm_count, long long smem_optin, int elem) {
+  const long long key_blocks = (seqlen_k + kConfigs[row].block_n - 1) / kConfigs[row].block_n;
+  if (fixed > 0) return fixed < key_blocks ? fixed : (key_blocks > 0 ? key_blocks : 1);
+  const long long per_sm = smem_optin / kConfigs[row].smem_bytes(elem);
+  return choose_splits(base, key_blocks, paged ? sm_count * (per_sm > 1 ? per_sm : 1) : sm_count);
+}
+
+// How a call runs: its row (-1 if none fits the device), its parts, and the parts it would take with
+// any workspace (`wanted`, the workspace query's answer). The row is config_for's, or short_cache_row's;
+// a paged call without a fixed count (`fixed` 0) takes paged_split_row's where the caller's workspace
+// holds all the parts that row wants (`fit`: the parts it holds, 0 without one), else keeps the other
+// row. Without a fixed count the parts are those the workspace holds, none below two.
+struct CallPlan {
+  int row;
+  long long splits;
+  long long wanted;
+};
+constexpr CallPlan plan_call(int head_dim, bool sm90a, long long smem_optin, int elem, long long sm_count,
+                             long long seqlen_k, long long base, bool paged, long long fixed, long long fit) {
+  const int row = short_cache_row(config_for(head_dim, sm90a, smem_optin, elem), seqlen_k, base, sm_count,
+                                  smem_optin, elem, sm90a);
+  if (row < 0) return {-1, 1, 1};
+  const int best = fixed > 0 ? row : paged_split_row(row, paged, base, sm_count, smem_optin, elem, sm90a);
+  const long long wanted = row_splits(best, fixed, base, seqlen_k, paged, sm_count, smem_optin, elem);
+  const int chosen = best != row && fit < wanted ? row : best;
+  long long splits = chosen == best ? wanted : row_splits(row, fixed, base, seqlen_k, paged, sm_count, smem_optin, elem);
+  if (fixed <= 0 && splits > fit) splits = fit >= 2 ? fit : 1;
+  return {chosen, splits, wanted};
 }
 
 }  // namespace evosdpa::detail::splitkv

@@ -38,47 +38,29 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (const Check c = check_no_score_mods(p); !c.ok()) return refuse(c.message);
   const int64_t group = p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1;
   const long long base = splitkv::base_blocks(p.batch, p.heads_kv, p.seqlen_q, group);
-  const int row = splitkv::paged_split_row(
-      splitkv::short_cache_row(splitkv::config_for(head_dim, sm90a, dev.max_smem_per_block_optin, elem), p.seqlen_k,
-                               base, dev.sm_count, dev.max_smem_per_block_optin, elem, sm90a),
-      p.page_table != nullptr, base, dev.sm_count, dev.max_smem_per_block_optin, elem, sm90a);
-  if (row < 0)
-    return refuse("needs " + std::to_string(splitkv::kConfigs[smallest].smem_bytes(elem)) +
-                  " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));
-  const splitkv::SplitKvConfig& cfg = splitkv::kConfigs[row];
-  const long long smem = cfg.smem_bytes(elem);
   if (const Check c = check_row_alignment(p, kChunkBytes); !c.ok()) return refuse(c.message);
   // Packed rows (query, query head of the group) are ints in the kernel, with a 16-row group added.
   if (static_cast<__int128>(p.seqlen_q) * group > INT32_MAX - splitkv::kBlockRows)
     return refuse("seqlen_q * heads_q / heads_kv exceeds 2^31-17 packed rows");
 
-  // Key parts: the caller's count (at most one per key block), or the heuristic's within the workspace.
-  const long long key_blocks = (p.seqlen_k + cfg.block_n - 1) / cfg.block_n;
+  // The row and its key parts (splitkv::plan_call): the caller's count, or the library's within the
+  // workspace given (none without a pointer: "none without one", evosdpa.h).
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.seqlen_q;
   const long long per_split_bytes = splitkv::workspace_bytes(2, rows, p.head_dim) / 2;
-  long long splits = 1, wanted = 1;
-  if (p.num_splits > 0) {
-    splits = wanted = p.num_splits < key_blocks ? p.num_splits : (key_blocks > 0 ? key_blocks : 1);
-  } else {
-    // A dense cache counts SMs, not the blocks an SM holds: a memory-bound block pulls more than an
-    // SM's share of the bandwidth, so SMs given two blocks finish last (H100, fp16, Hq/Hkv 32/8, D 128,
-    // Lq 1: B=1 L=64k 103 us with 16 parts (128 blocks) against 114 with 29 (232 blocks); B=8 L=8k 97.7
-    // us with 2 parts against 100.6 with 4; .carry/split_sweep.py). A paged one counts every block the
-    // SMs hold: each tile's copies wait for page-table reads, so a block streams less and more of them
-    // must be in flight (B=8 L=8k, pages of 16: 111.8 us with 4 parts, 180.7 with 2; B=1 L=64k: 128.9
-    // against 209.2; docs/perf-log.md v11).
-    const long long per_sm = dev.max_smem_per_block_optin / smem > 1 ? dev.max_smem_per_block_optin / smem : 1;
-    splits = wanted = splitkv::choose_splits(base, key_blocks, p.page_table != nullptr ? dev.sm_count * per_sm : dev.sm_count);
-    // Within the workspace given: none without a pointer ("none without one", evosdpa.h).
-    const size_t given = p.workspace != nullptr ? p.workspace_size : 0;
-    const long long fit = per_split_bytes > 0 ? static_cast<long long>(given / per_split_bytes) : 0;
-    if (splits > fit) splits = fit >= 2 ? fit : 1;
-  }
-  if (static_cast<__int128>(base) * wanted > kMaxGridX)
+  const size_t given = p.workspace != nullptr ? p.workspace_size : 0;
+  const long long fit = per_split_bytes > 0 ? static_cast<long long>(given / static_cast<size_t>(per_split_bytes)) : 0;
+  const splitkv::CallPlan plan =
+      splitkv::plan_call(head_dim, sm90a, dev.max_smem_per_block_optin, elem, dev.sm_count, p.seqlen_k, base,
+                         p.page_table != nullptr, p.num_splits > 0 ? p.num_splits : 0, fit);
+  if (plan.row < 0)
+    return refuse("needs " + std::to_string(splitkv::kConfigs[smallest].smem_bytes(elem)) +
+                  " bytes of shared memory per block, the device allows " + std::to_string(dev.max_smem_per_block_optin));
+  const long long splits = plan.splits, wanted = plan.wanted;
+  if (static_cast<__int128>(base) * (splits > wanted ? splits : wanted) > kMaxGridX)
     return refuse("batch * heads_kv * ceil(seqlen_q * heads_q / heads_kv / 16) * splits exceeds 2^31-1 blocks");
   // The merge's grid (splitkv_launch.cuh): 4 output rows per block.
   if (splits > 1 && (rows + 3) / 4 > kMaxGridX) return refuse("batch * heads_q * seqlen_q exceeds 2^33-4 merged rows");
-  FamilySupport s{{}, row};
+  FamilySupport s{{}, plan.row};
   s.splits = static_cast<int>(splits);
   s.workspace_bytes = static_cast<size_t>(splitkv::workspace_bytes(splits, rows, p.head_dim));
   s.workspace_wanted = static_cast<size_t>(splitkv::workspace_bytes(wanted, rows, p.head_dim));
