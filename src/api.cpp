@@ -176,10 +176,7 @@ extern "C" {
 
 evosdpa_status_t evosdpa_params_init_sized(evosdpa_params_t* p, size_t struct_size) {
   if (p == nullptr) return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "params is a null pointer");
-  if (struct_size < kParamsMinSize)
-    return report(EVOSDPA_ERROR_INVALID_ARGUMENT, "struct_size " + std::to_string(struct_size) +
-                                                      " is below the smallest evosdpa_params_t (" +
-                                                      std::to_string(kParamsMinSize) + " bytes)");
+  if (Check c = check_struct_size(struct_size); !c.ok()) return report(c);
   // Zero all the caller's bytes (appended fields default to zero), then the library's known defaults.
   std::memset(static_cast<void*>(p), 0, struct_size);
   p->struct_size = struct_size;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 namespace evosdpa::detail {
@@ -150,13 +151,26 @@ ByteSpan byte_span(const TensorView& t, size_t elem_bytes) {
   return {base, last > UINTPTR_MAX ? UINTPTR_MAX : static_cast<uintptr_t>(last)};
 }
 
+Check check_struct_size(size_t size) {
+  const std::string remedy = ": initialise the struct with evosdpa_params_init()";
+  if (size < kParamsMinSize)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "struct_size is " + std::to_string(size) +
+                                                    ", below the smallest evosdpa_params_t (" +
+                                                    std::to_string(kParamsMinSize) + " bytes)" + remedy);
+  if (size > kParamsMaxSize)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "struct_size is " + std::to_string(size) + ", above any evosdpa_params_t (" +
+                                                    std::to_string(kParamsMaxSize) + " bytes at most)" + remedy);
+  if (size % alignof(evosdpa_params_t) != 0)
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "struct_size is " + std::to_string(size) + ", not a multiple of " +
+                                                    std::to_string(alignof(evosdpa_params_t)) +
+                                                    " as every evosdpa_params_t's size is" + remedy);
+  return {};
+}
+
 Check normalize_params(const evosdpa_params_t* params, evosdpa_params_t& out) {
   if (params == nullptr) return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "params is a null pointer");
   const size_t size = params->struct_size;
-  if (size < kParamsMinSize)
-    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT,
-                "params->struct_size is " + std::to_string(size) + ", below the smallest evosdpa_params_t (" +
-                    std::to_string(kParamsMinSize) + " bytes): initialise the struct with evosdpa_params_init()");
+  if (Check c = check_struct_size(size); !c.ok()) return fail(c.status, "params->" + c.message);
   if (size > sizeof(evosdpa_params_t)) {
     const auto* bytes = reinterpret_cast<const unsigned char*>(params);
     for (size_t i = sizeof(evosdpa_params_t); i < size; ++i)
@@ -240,6 +254,11 @@ Check validate_common(const evosdpa_params_t& p) {
   if (Check c = check_score_mod_fields(p); !c.ok()) return c;
   if (std::isinf(p.softmax_scale))
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite (NaN asks for 1/sqrt(head_dim))");
+  // The kernels scale in the log2 domain: scale * log2(e) must be a float (3e38 gave NaN on every kernel).
+  if (std::fabs(static_cast<double>(p.softmax_scale)) * 1.4426950408889634 > std::numeric_limits<float>::max())
+    return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale " + std::to_string(p.softmax_scale) +
+                                                    " is too large: scale * log2(e) overflows float (|scale| <= "
+                                                    "about 2.36e38)");
 
   const std::array<TensorView, 4> ts = tensors(p);
   for (const TensorView& t : ts)

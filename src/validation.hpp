@@ -24,6 +24,13 @@ inline Check fail(evosdpa_status_t status, std::string message) { return Check{s
 // The size of the first evosdpa_params_t that carried struct_size (every field up to `causal`): the
 // smallest struct the library accepts.
 inline constexpr size_t kParamsMinSize = offsetof(evosdpa_params_t, causal) + sizeof(evosdpa_causal_t);
+// The largest struct_size the library reads: far above any header's (568 bytes in 0.9), so that an
+// uninitialised struct's garbage size is refused instead of read as a newer caller's bytes.
+inline constexpr size_t kParamsMaxSize = 4096;
+// Whether `size` can be a struct_size: every evosdpa_params_t's sizeof is a multiple of its alignment (a
+// size ending inside a field, e.g. half a pointer, would copy part of it), within the two bounds above.
+// The message says what is wrong with it and how to get a valid one.
+Check check_struct_size(size_t size);
 
 // Copy the caller's struct of params->struct_size bytes into `out`, a struct of this library's size:
 // fields the caller lacks keep their defaults, bytes the library does not know must be zero (see the
@@ -184,5 +191,14 @@ TensorView alibi_view(const evosdpa_params_t& p);
 Check check_score_mod_fields(const evosdpa_params_t& p);
 // For a family that has neither: NOT_SUPPORTED (without the family's prefix) when the call asks for one.
 Check check_no_score_mods(const evosdpa_params_t& p);
+// The softcaps the fast kernels (wgmma_sm90, mma_sm80) take: c <= kMaxFastSoftcap, and 2 scale log2(e) / c
+// a float for the call's scale (the effective one); NOT_SUPPORTED (without the family's prefix) otherwise,
+// naming reference, which takes any. Their tanh is c log2(e) (1 - 2 / (2^(2 s log2(e) / c) + 1)), whose
+// last subtraction leaves ~1.7e-7 c on the log2-domain score (a float emulation over scores of sigma 1:
+// 5.1e-6 at c = 30, 1.7e-4 at 1,000, 1.7e-3 at 10,000; the GPU kernels likewise, O off by 0.42 at 1e7);
+// up to 2048 that moves P by at most 2.4e-4, half of fp16's rounding of it. A subnormal c made the
+// factor infinite (O = NaN from a zero score).
+inline constexpr float kMaxFastSoftcap = 2048.f;
+Check check_fast_softcap(const evosdpa_params_t& p, float scale);
 
 }  // namespace evosdpa::detail

@@ -1,6 +1,7 @@
 // The score modifiers' fields (evosdpa.h, "Sliding window and softcap", "Mask tensors", "ALiBi"): their own rules,
 // and the refusal of the families and passes that do not implement them.
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "validation.hpp"
@@ -94,13 +95,28 @@ Check check_score_mod_fields(const evosdpa_params_t& p) {
 Check check_no_score_mods(const evosdpa_params_t& p) {
   if (uses_window(p))
     return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
-                "a sliding window (sliding_window) is not supported (wgmma_sm90 and reference run it)");
+                "a sliding window (sliding_window) is not supported (wgmma_sm90, mma_sm80 and reference run it)");
   if (uses_softcap(p))
-    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a softcap is not supported (wgmma_sm90 and reference run it)");
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a softcap is not supported (wgmma_sm90, mma_sm80 and reference run it)");
   if (uses_mask(p))
-    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a mask tensor (mask) is not supported (wgmma_sm90 and reference run it)");
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a mask tensor (mask) is not supported (wgmma_sm90, mma_sm80 and reference run it)");
   if (uses_alibi(p))
-    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "ALiBi (alibi_slopes) is not supported (wgmma_sm90 and reference run it)");
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "ALiBi (alibi_slopes) is not supported (wgmma_sm90, mma_sm80 and reference run it)");
+  return {};
+}
+
+Check check_fast_softcap(const evosdpa_params_t& p, float scale) {
+  if (!uses_softcap(p)) return {};
+  if (p.softcap > kMaxFastSoftcap)
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED,
+                "a softcap above " + std::to_string(static_cast<int>(kMaxFastSoftcap)) + " (" +
+                    std::to_string(p.softcap) + "): this kernel's tanh errs by ~1.7e-7 * softcap on the scores "
+                    "(reference runs it exactly)");
+  const double factor = 2.0 * std::fabs(static_cast<double>(scale)) * 1.4426950408889634 / p.softcap;
+  if (!(factor <= std::numeric_limits<float>::max()))
+    return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a softcap of " + std::to_string(p.softcap) +
+                                                 " so small against softmax_scale that 2 * scale * log2(e) / "
+                                                 "softcap overflows float (reference runs it)");
   return {};
 }
 

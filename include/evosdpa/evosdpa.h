@@ -99,7 +99,9 @@ typedef enum evosdpa_mask_type {
  * when seqlen_q > seqlen_k) gets O = 0 and lse = -inf: the log of an empty sum.
  *
  * softmax_scale: NaN (the value set by evosdpa_params_init) means 1/sqrt(head_dim); any finite value,
- * 0 and negative values included, is used as given; an infinite one is refused.
+ * 0 and negative values included, is used as given, up to a magnitude of FLT_MAX / log2(e) (about
+ * 2.36e38: the kernels work in the log2 domain, scale * log2(e)); an infinite or larger one is refused
+ * (INVALID_ARGUMENT).
  *
  * A pointer may be NULL only when its tensor has no elements. The outputs (o over its whole span, lse)
  * must not share a byte with the spans of q, k, v, the descales or with each other (INVALID_ARGUMENT
@@ -121,7 +123,9 @@ typedef enum evosdpa_mask_type {
  * fields the caller knows. The library accepts a smaller struct_size (an older caller: the fields it
  * lacks take their zero defaults) down to the size of the first release that had struct_size, and a
  * larger one (a newer caller) only if every byte beyond the fields it knows is zero (the caller uses
- * no feature this library lacks); otherwise NOT_SUPPORTED names both sizes.
+ * no feature this library lacks); otherwise NOT_SUPPORTED names both sizes. A struct_size that no header
+ * makes (not a multiple of 8, or above 4096 bytes: an uninitialised struct, most likely) is refused with
+ * INVALID_ARGUMENT before any byte past the first field is read.
  */
 typedef struct evosdpa_params {
   size_t struct_size; /* sizeof the struct the caller compiled against; set by evosdpa_params_init */
@@ -282,8 +286,10 @@ typedef struct evosdpa_params {
  *   infinite or NaN value: INVALID_ARGUMENT.
  * A row that sees no key (a window past the sequence's keys) gets O = 0 and lse = -inf, as always.
  *
- * Served by "wgmma_sm90" (fp16 and bf16 inputs) and "reference"; the others refuse them
- * (NOT_SUPPORTED), as does the backward pass.
+ * Served by "wgmma_sm90" and "mma_sm80" (fp16 and bf16 inputs; a softcap of at most 2048, whose tanh
+ * they take from one exponential, within about 1.7e-7 * c of the exact score, and one for which
+ * 2 * scale * log2(e) / c is a float) and "reference" (any); the others refuse them (NOT_SUPPORTED), as
+ * does the backward pass.
  */
 
 /*

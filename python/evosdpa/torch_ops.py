@@ -56,6 +56,8 @@ _FP8_MAX = 448.0  # float8_e4m3fn's largest finite value
 _OUT_DTYPES = (torch.float16, torch.bfloat16)
 _HEAD_DIMS = (64, 128)
 _FLOAT32_MAX = 3.4028234663852886e38
+# The largest |scale| the library takes: the kernels scale in the log2 domain, scale * log2(e) a float32.
+_SCALE_MAX = _FLOAT32_MAX / math.log2(math.e)
 DEFAULT_SCALE = math.nan  # the op's (and the C ABI's) "1/sqrt(head_dim)"
 
 
@@ -67,15 +69,17 @@ def _user_scale(scale, name: str = "scale") -> float:
     if isinstance(scale, bool) or not isinstance(scale, (numbers.Real, torch.SymFloat, torch.SymInt)):
         raise TypeError(f"evosdpa: {name} must be a float or None, got {type(scale).__name__}")
     scale = float(scale)
-    if scale != scale or abs(scale) > _FLOAT32_MAX:
-        raise ValueError(f"evosdpa: {name} must be None or a finite float32 value (0 allowed), got {scale}")
+    if scale != scale or abs(scale) > _SCALE_MAX:
+        raise ValueError(f"evosdpa: {name} must be None or a finite value of magnitude at most {_SCALE_MAX:.4g} "
+                         f"(scale * log2(e) a float32; 0 allowed), got {scale}")
     return scale
 
 
 def _check_op_scale(scale: float) -> None:
     """The op's scale: NaN (default) or finite; shared by the real and the fake implementation."""
-    if scale == scale and abs(scale) > _FLOAT32_MAX:
-        raise ValueError(f"evosdpa: scale must be finite (NaN for the default 1/sqrt(head_dim)), got {scale}")
+    if scale == scale and abs(scale) > _SCALE_MAX:
+        raise ValueError(f"evosdpa: scale must be finite and at most {_SCALE_MAX:.4g} in magnitude (NaN for the "
+                         f"default 1/sqrt(head_dim)), got {scale}")
 
 
 def _contiguous_last_dim(t):
@@ -83,6 +87,23 @@ def _contiguous_last_dim(t):
     if isinstance(t, torch.Tensor) and t.dim() > 0 and t.shape[-1] > 1 and t.stride(-1) != 1:
         # Not .contiguous(), which returns a tensor with no elements as it is, strides and all (an
         # expanded gradient of an empty output, say).
+        return t.clone(memory_format=torch.contiguous_format)
+    return t
+
+
+_ROW_ALIGN = 16  # bytes: the fast kernels (wgmma_sm90, mma_sm80, splitkv_sm80) copy rows in 16-byte chunks
+
+
+def _aligned_rows(t):
+    """t (a real tensor, not a fake one: its pointer is read), or a contiguous copy when the fast kernels could
+    not read its rows: a strided last dimension, or a pointer or a stride of a dimension longer than 1 that is
+    not a multiple of 16 bytes. They refuse those and "auto" would run the slow reference kernel: the gradient
+    of torch.cat([out, x], -1)[..., :D], say, has rows D + x.shape[-1] elements apart."""
+    t = _contiguous_last_dim(t)
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return t
+    e = t.element_size()
+    if t.data_ptr() % _ROW_ALIGN or any(n > 1 and s * e % _ROW_ALIGN for n, s in zip(t.shape[:-1], t.stride()[:-1])):
         return t.clone(memory_format=torch.contiguous_format)
     return t
 
@@ -303,6 +324,7 @@ def _check_mask(attn_mask, q, k, layout: str) -> None:
 
 
 _MASK_ALIGN = 16  # bytes: the Hopper kernel copies mask rows in 16-byte chunks
+_DECODE_ROWS = 16  # queries per sequence up to which "auto" decodes on splitkv_sm80 (splitkv_family.cpp)
 
 
 def _kernel_mask(attn_mask, full):
@@ -347,7 +369,17 @@ def _broadcast_mask(attn_mask, full):
     if attn_mask.dim() > 4:
         raise ValueError(f"evosdpa: attn_mask has {attn_mask.dim()} dimensions; it must broadcast to [B, Hq, Lq, Lk] "
                          f"= {tuple(full)}")
-    return attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape))
+    return _unexpanded(attn_mask.reshape((1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape)))
+
+
+def _unexpanded(m: torch.Tensor) -> torch.Tensor:
+    """m with every expanded dimension (stride 0, size > 1) cut to size 1, a view: the kernels broadcast a
+    mask's size-1 dimensions by stride 0, so a copy (a dtype cast, rows padded to 16 bytes) then covers the
+    mask's own elements only. transformers' [B, 1, Lq, Lk] masks are often expand()ed views of [B, 1, 1, Lk]
+    key padding: copied whole, that was Lq times the bytes on every call of every layer."""
+    if m.numel() == 0:
+        return m
+    return m[tuple(slice(0, 1) if n > 1 and s == 0 else slice(None) for n, s in zip(m.shape, m.stride()))]
 
 
 def _check_alibi_type(alibi_slopes) -> None:
@@ -412,6 +444,7 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
     _check_op_scale(scale)
     _check_op_window(window_left, window_right)
     _check_mask(attn_mask, q, k, layout)
+    q, k, v = _aligned_rows(q), _aligned_rows(k), _aligned_rows(v)
     (b, hq, _, _), _ = _dims(q, layout)
     _check_alibi(alibi_slopes, q, b, hq)
     out, lse = _outputs(q, layout, return_lse, out_dtype)
@@ -424,9 +457,14 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: int
         p.q_descale, p.k_descale, p.v_descale = (t.data_ptr() for t in descales)
         if q_descale.dim() == 2:  # (B, Hkv); a per-tensor scale keeps strides 0
             p.descale_batch_stride, p.descale_head_stride = q_descale.stride()
-    with torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _raise_on_failure(*_lib.forward(p, kernel, stream))
+    if p.seqlen_q <= _DECODE_ROWS or kernel == "splitkv_sm80":
+        # Decoding shapes run on splitkv_sm80 ("auto"'s choice for them), whose key parts need a workspace:
+        # without one a (1, 32, 1, 128) query over 8 K/V heads ran 8 blocks on 132 SMs, whatever the cache.
+        _run_with_workspace(p, kernel, q.device, _lib.forward_workspace_size, _lib.forward)
+    else:
+        with torch.cuda.device(q.device):
+            stream = torch.cuda.current_stream(q.device).cuda_stream
+            _raise_on_failure(*_lib.forward(p, kernel, stream))
     return out, lse
 
 
@@ -491,6 +529,7 @@ def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
     dout = _contiguous_last_dim(dout)
     _check_backward(dout, q, k, v, o, lse, layout)
     _check_op_scale(scale)
+    dout, q, k, v, o = (_aligned_rows(t) for t in (dout, q, k, v, o))
     dq, dk, dv = _gradients(q, k, v)
     p = _params(q, k, v, o, lse, causal, scale, layout)
     _set_pointers_and_strides(p, layout, dout=dout, dq=dq, dk=dk, dv=dv)
@@ -579,7 +618,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
 
     Gradients (autograd, torch.compile included) come from the library's fused backward pass, run with
     the same kernel name: None/"auto" picks the fastest kernel with a backward pass, and a named kernel
-    without one (wgmma_sm90 at present) raises ValueError when the gradient is computed.
+    without one (splitkv_sm80, mma_fp8_sm89) raises ValueError when the gradient is computed.
     deterministic=True (the default) gives bitwise identical gradients from run to run; False sums dQ
     with float32 atomics, which is faster and may change dQ's last bits between runs (dK and dV stay
     repeatable). lse is not differentiable (it is returned with requires_grad False), nor are the
@@ -863,6 +902,13 @@ def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     if isinstance(num_splits, bool) or not isinstance(num_splits, (numbers.Integral, torch.SymInt)):
         raise TypeError(f"evosdpa: num_splits must be an int, got {type(num_splits).__name__}")
     seqlens_int = None
+    if isinstance(cache_seqlens, torch.Tensor) and cache_seqlens.is_floating_point():
+        # flash_attn_with_kvcache(q, k_cache, v_cache, k, v, ...) passed positionally: this function appends
+        # nothing, and its fourth argument is cache_seqlens.
+        raise TypeError("evosdpa: cache_seqlens (the 4th argument) must be an int, an int32 tensor [B] or None, "
+                        f"got a {cache_seqlens.dtype} tensor: FlashAttention's 4th and 5th arguments k and v (new "
+                        "keys and values to append) do not exist here; write them into the cache first and pass "
+                        "cache_seqlens= and block_table= by name")
     if cache_seqlens is not None and not isinstance(cache_seqlens, torch.Tensor):
         if isinstance(cache_seqlens, bool) or not isinstance(cache_seqlens, (numbers.Integral, torch.SymInt)):
             raise TypeError("evosdpa: cache_seqlens must be an int, an int32 tensor [B] or None, got "
@@ -1105,7 +1151,8 @@ def quantize_fp8(x: torch.Tensor, granularity: str = "tensor", *, layout: str = 
     (default H) groups x's heads as attention does (query head h belongs to K/V head h // (H // Hkv)), so
     pass the key's head count when quantising a grouped q. Values are clamped to +-448 before the
     conversion, so the result does not depend on how a PyTorch release converts overflow. A slice of
-    zeros gets descale 1.
+    zeros gets descale 1. A slice holding NaN or an infinity gets descale NaN or inf, so that attention over
+    it is NaN as PyTorch's would be (a check would synchronise with the GPU: none is made).
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"evosdpa: x must be a torch.Tensor, got {type(x).__name__}")
@@ -1129,8 +1176,9 @@ def quantize_fp8(x: torch.Tensor, granularity: str = "tensor", *, layout: str = 
     else:
         amax = (xf.abs().reshape(b, hk, -1).amax(dim=2) if xf.numel() else torch.zeros((b, hk), device=x.device))
         scale_per_head = amax.repeat_interleave(h // hk, dim=1)
-    descale = torch.where(amax > 0, amax / _FP8_MAX, torch.ones_like(amax)).to(torch.float32)
-    per_head = torch.where(scale_per_head > 0, scale_per_head / _FP8_MAX, torch.ones_like(scale_per_head))
+    # Only an all-zero slice takes 1: a NaN amax (NaN > 0 is False) gave 1 too, leaving x unscaled.
+    descale = torch.where(amax != 0, amax / _FP8_MAX, torch.ones_like(amax)).to(torch.float32)
+    per_head = torch.where(scale_per_head != 0, scale_per_head / _FP8_MAX, torch.ones_like(scale_per_head))
     q8 = (xf / per_head[:, :, None, None]).clamp(-_FP8_MAX, _FP8_MAX).to(_FP8)
     if layout == "bshd":
         q8 = q8.transpose(1, 2)
@@ -1205,8 +1253,14 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
         if attn_mask.dim() > query.dim():
             raise ValueError(f"evosdpa: attn_mask of shape {tuple(attn_mask.shape)} has more dimensions than the "
                              f"query {tuple(query.shape)}")
-        # Several batch dimensions: broadcast over them, then flatten them as the inputs are.
-        attn_mask = attn_mask.expand(*batch, *attn_mask.shape[-3:]) if attn_mask.dim() >= 3 else attn_mask
+        # Several batch dimensions: broadcast over them, then flatten them as the inputs are (a view where
+        # the mask is the same for all of them: its batch dimensions then keep stride 0).
+        if attn_mask.dim() >= 3:
+            try:
+                attn_mask = attn_mask.expand(*batch, *attn_mask.shape[-3:])
+            except RuntimeError:
+                raise ValueError(f"evosdpa: attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the "
+                                 f"query's batch dimensions {batch} (query {tuple(query.shape)})") from None
         attn_mask = attn_mask.reshape(b, *attn_mask.shape[-3:]) if attn_mask.dim() > 4 else attn_mask
     out = attention(as_bhsd(query), as_bhsd(key), as_bhsd(value), causal=is_causal, causal_alignment="top_left",
                     scale=scale, layout="bhsd", attn_mask=attn_mask)

@@ -1,3 +1,4 @@
+import contextlib
 import importlib.util
 import os
 import random
@@ -33,6 +34,27 @@ def skip_unless_runs(kernel, what, **features):
         evosdpa.attention(x, x, x, kernel=kernel, **features)
     except (ValueError, evosdpa.EvosdpaError) as e:
         pytest.skip(f"kernel {kernel} does not run {what} on this GPU: {e}")
+
+
+@contextlib.contextmanager
+def launched_kernels():
+    """Yield a list that collects, for each launch of the library (forward or backward) while the block runs,
+    the kernel evosdpa_supports names for that launch's own params (workspace included), and the
+    workspace's size: (name, bytes)."""
+    from evosdpa import _lib
+
+    ran = []
+
+    def spy(launch, query):
+        def run(params, kernel, stream):
+            ran.append((query(params, kernel)[2], params.workspace_size))
+            return launch(params, kernel, stream)
+        return run
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_lib, "forward", spy(_lib.forward, _lib.supports))
+        mp.setattr(_lib, "backward", spy(_lib.backward, _lib.supports_backward))
+        yield ran
 
 
 def capture_graph(step):

@@ -166,6 +166,27 @@ def test_same_as_pytorch_sdpa(dtype, rng):
 
 
 @needs_gpu
+def test_an_expanded_mask_is_not_copied_whole(rng):
+    # transformers' 4-D masks are often expand()ed views of [B, 1, 1, Lk] key padding. Lk = 1000 (not a multiple
+    # of 16) makes the call pad the mask's rows: a copy of its own rows, not of the B * H * Lq broadcast ones
+    # (here 16.5 MB for the full mask), and the same output as the unexpanded mask.
+    b, h, lq, lk = 2, 8, 1024, 1000
+    q = rng.randn(b, h, lq, 64, dtype=torch.float16)
+    k, v = rng.randn(b, h, lk, 64, dtype=torch.float16), rng.randn(b, h, lk, 64, dtype=torch.float16)
+    keep = torch.rand(b, 1, 1, lk, generator=rng.generator, device=q.device) > 0.3
+    keep[..., 0] = True
+    want = evosdpa.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    for mask in (keep.expand(b, h, lq, lk), keep.float().log().half().expand(b, h, lq, lk)):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        got = evosdpa.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        extra = torch.cuda.max_memory_allocated() - before - got.numel() * got.element_size()
+        assert extra < 1 << 20, f"{mask.dtype}: {extra} bytes besides O"
+        assert torch.equal(got, want), mask.dtype
+
+
+@needs_gpu
 def test_float32_bias_is_rounded_to_the_inputs_dtype(rng):
     q, k, v = (rng.randn(1, 2, 100, 64, dtype=torch.bfloat16) for _ in range(3))
     bias = torch.randn(100, 100, generator=rng.generator, device=q.device) * 3

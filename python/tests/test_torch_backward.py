@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from conftest import HAVE_TORCH, Rng, needs_gpu, needs_torch
+from conftest import HAVE_TORCH, Rng, launched_kernels, needs_gpu, needs_torch
 
 if HAVE_TORCH:
     import torch
@@ -245,19 +245,28 @@ def test_strided_and_misaligned_inputs(kernel, rng):
     evosdpa.attention(q, k, v, layout="bshd", causal=True, kernel=kernel).backward(dout)
     grads = tuple(bhsd(g) for g in packed.grad.unbind(3))
     check_gradients(grads, bhsd(q), bhsd(k), bhsd(v), bhsd(dout), causal=True, rng=rng, what="packed qkv")
-    # Inputs and dout not 16-byte aligned: "auto" runs the reference kernel, which takes any element alignment;
-    # the tensor-core kernels by name refuse them.
+    # Inputs and dout not 16-byte aligned: the ops copy them to rows the tensor-core kernels read (which refuse
+    # misaligned rows), so every kernel runs them and "auto" does not fall back to the reference kernel.
     q, k, v, dout = (rng.randn(1, 4, 200, 64, dtype=dt) for _ in range(4))
     leaves = [misaligned(t).requires_grad_() for t in (q, k, v)]
     dout_m = misaligned(dout)
     assert all(t.data_ptr() % 16 for t in (*leaves, dout_m))
-    if kernel in ("auto", "reference"):
+    with launched_kernels() as ran:
         evosdpa.attention(*leaves, causal=True, causal_alignment="bottom_right", kernel=kernel).backward(dout_m)
-        check_gradients(tuple(t.grad for t in leaves), q, k, v, dout, causal=True, alignment="bottom_right", rng=rng,
-                        what="misaligned")
-    else:
-        with pytest.raises(ValueError, match="16-byte aligned"):
-            evosdpa.attention(*leaves, causal=True, causal_alignment="bottom_right", kernel=kernel).backward(dout_m)
+    check_gradients(tuple(t.grad for t in leaves), q, k, v, dout, causal=True, alignment="bottom_right", rng=rng,
+                    what="misaligned")
+    if kernel == "auto":
+        assert ran and all(name != "reference" for name, _ in ran), ran
+    # The gradient of a slice of a concatenation: dout's rows D + 3 elements apart (as torch.cat([o, x], -1)
+    # makes them), which left the whole backward to the reference kernel before the op copied it.
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    with launched_kernels() as ran:
+        o = evosdpa.attention(*leaves, kernel=kernel)
+        extra = torch.zeros(*o.shape[:-1], 3, dtype=dt, device=o.device)
+        torch.cat([o, extra], -1).backward(torch.cat([dout, extra], -1))
+    check_gradients(tuple(t.grad for t in leaves), q, k, v, dout, rng=rng, what="dout of a concatenation")
+    if kernel == "auto":
+        assert ran and all(name != "reference" for name, _ in ran), ran
     # A strided last dimension (a transposed view): copied by evosdpa.attention, its gradient comes back.
     qt = rng.randn(1, 4, 64, 200, dtype=dt).transpose(-1, -2).requires_grad_()
     kv = [t.clone().requires_grad_() for t in (k, v)]

@@ -234,3 +234,70 @@ def test_quantize_fp8_scales_and_rounds():
         evosdpa.quantize_fp8(x, "head", heads_kv=3)
     with pytest.raises(ValueError, match="granularity"):
         evosdpa.quantize_fp8(x, "row")
+
+
+def test_quantize_fp8_carries_nan_and_inf_into_the_descale():
+    # A NaN element gave descale 1 (NaN > 0 is False) and left x unscaled; now the descale says it.
+    x = torch.ones(1, 2, 4, 64)
+    x[0, 1, 2, 3] = float("nan")
+    _, d = evosdpa.quantize_fp8(x)
+    assert d.isnan()
+    _, dh = evosdpa.quantize_fp8(x, "head")
+    assert dh[0, 0] == 1 / 448 and dh[0, 1].isnan()
+    x[0, 1, 2, 3] = float("inf")
+    assert evosdpa.quantize_fp8(x)[1].isinf()
+
+
+def test_scales_past_float_in_the_log2_domain_are_refused():
+    # The kernels scale by scale * log2(e): 3e38 gave O = NaN on every kernel.
+    q, k, v = qkv()
+    for s in (3e38, -3e38):
+        with pytest.raises(ValueError, match="scale must be None or a finite value of magnitude at most"):
+            evosdpa.attention(q, k, v, scale=s)
+    with fake_cuda() as cuda:
+        q = cuda(2, 4, 16, 64)
+        assert evosdpa.attention(q, q, q, scale=2.3e38).shape == q.shape
+
+
+def test_flash_attention_positional_k_v_in_kvcache_are_named():
+    # flash_attn_with_kvcache(q, k_cache, v_cache, k, v): here the 4th argument is cache_seqlens.
+    q, kc, vc = meta(2, 1, 8, 64), meta(2, 64, 8, 64), meta(2, 64, 8, 64)
+    with pytest.raises(TypeError, match="4th and 5th arguments k and v"):
+        evosdpa.attention_with_kvcache(q, kc, vc, meta(2, 1, 8, 64), meta(2, 1, 8, 64))
+
+
+def test_a_mask_that_does_not_broadcast_over_the_batch_dimensions_is_named():
+    with fake_cuda() as cuda:
+        q = cuda(2, 3, 4, 16, 64)
+        with pytest.raises(ValueError, match="attn_mask of shape .* does not broadcast to the query's batch"):
+            evosdpa.scaled_dot_product_attention(q, q, q, attn_mask=cuda(5, 1, 16, 16, dtype=torch.bool))
+        m = cuda(2, 1, 1, 16, 16, dtype=torch.bool)
+        assert evosdpa.scaled_dot_product_attention(q, q, q, attn_mask=m).shape == q.shape
+
+
+def test_expanded_mask_dimensions_stay_broadcast():
+    from evosdpa.torch_ops import _broadcast_mask
+
+    keep = torch.ones(8, 1, 1, 1001, dtype=torch.bool)
+    full = (8, 32, 1000, 1001)
+    m = _broadcast_mask(keep.expand(*full), full)
+    assert m.shape == (8, 1, 1, 1001) and m.data_ptr() == keep.data_ptr()  # a view, no copy
+    # The key dimension too (a per-row mask broadcast over keys), and a 2-D [Lq, Lk] one.
+    rows = torch.zeros(1000, 1).expand(1000, 1001)
+    assert _broadcast_mask(rows, full).shape == (1, 1, 1000, 1)
+    assert _broadcast_mask(torch.zeros(1000, 1001), full).shape == (1, 1, 1000, 1001)
+
+
+def test_rows_the_fast_kernels_cannot_read_are_copied():
+    from evosdpa.torch_ops import _aligned_rows
+
+    x = torch.zeros(2, 4, 16, 67, dtype=torch.float16)
+    t = x[..., :64]  # rows 67 elements (134 bytes) apart
+    a = _aligned_rows(t)
+    assert torch.equal(a, t) and a.is_contiguous() and a.data_ptr() != t.data_ptr()
+    ok = torch.zeros(2, 4, 16, 72, dtype=torch.float16)[..., :64]  # 144-byte rows: read in place
+    assert _aligned_rows(ok) is ok
+    shifted = torch.zeros(2 * 4 * 16 * 64 + 1, dtype=torch.float16)[1:].view(2, 4, 16, 64)  # pointer off by 2
+    assert _aligned_rows(shifted).data_ptr() % 16 == 0
+    shared = torch.zeros(1, 4, 16, 64, dtype=torch.float16).expand(2, 4, 16, 64)  # a stride-0 batch: aligned
+    assert _aligned_rows(shared) is shared

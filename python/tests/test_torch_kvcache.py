@@ -19,12 +19,12 @@ import math
 
 import pytest
 
-from conftest import HAVE_TORCH, capture_graph, needs_gpu, needs_torch
+from conftest import HAVE_TORCH, capture_graph, launched_kernels, needs_gpu, needs_torch
 
 if HAVE_TORCH:
     import torch
 
-    from accuracy import DTYPE_CODES, baseline, check_lse, effective_scale, max_abs_error
+    from accuracy import DTYPE_CODES, baseline, check_attention, check_lse, effective_scale, max_abs_error
 
 import evosdpa
 from evosdpa import _lib
@@ -180,6 +180,19 @@ def test_scales_and_large_magnitudes(dtype, rng):
                                                   softmax_scale=scale, causal=True, return_softmax_lse=True)
         ref = reference_kvcache(q, k_cache, v_cache, lengths, table, True, scale)
         check_kvcache(out, lse, ref, q, k_cache, v_cache, lengths, table, True, scale, rng=rng, what=f"scale={scale}")
+
+
+@needs_gpu
+def test_decoding_through_attention_splits_the_keys(rng):
+    # evosdpa.attention and the SDPA drop-in on a decoding shape: "auto" runs splitkv_sm80 with a workspace for
+    # its key parts, as attention_with_kvcache does (without one, 1 query x 32 heads over 8 K/V heads ran 8
+    # blocks on the whole GPU whatever the cache's length).
+    q = rng.randn(1, 32, 1, 128, dtype=torch.float16)
+    k, v = rng.randn(1, 8, 8192, 128, dtype=torch.float16), rng.randn(1, 8, 8192, 128, dtype=torch.float16)
+    with launched_kernels() as ran:
+        out = evosdpa.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert len(ran) == 1 and ran[0][0] == "splitkv_sm80" and ran[0][1] > 0, ran
+    check_attention(out, q, k, v, rng=rng, what="decoding through the SDPA drop-in")
 
 
 @needs_gpu

@@ -176,6 +176,29 @@ TEST(CApiAbi, NormalizeAcceptsOlderAndZeroTailedNewerStructs) {
   EXPECT_TRUE(evosdpa::detail::validate_params(out).ok());
 }
 
+// A struct_size no header makes: refused before the struct's other bytes are read (an uninitialised
+// struct's garbage size read 0x7ffc... bytes; 220, half of q_descale, copied half a pointer).
+TEST(CApiAbi, StructSizesNoHeaderMakesAreRefused) {
+  using evosdpa::detail::normalize_params;
+  auto p = valid_params();
+  evosdpa_params_t out;
+  for (size_t size : {size_t{220}, sizeof(evosdpa_params_t) + 4, evosdpa::detail::kParamsMaxSize + 8,
+                      size_t{0x7ffc12345678}}) {
+    p.struct_size = size;
+    const auto c = normalize_params(&p, out);
+    EXPECT_EQ(c.status, EVOSDPA_ERROR_INVALID_ARGUMENT) << size;
+    EXPECT_NE(c.message.find("struct_size"), std::string::npos) << c.message;
+    EXPECT_NE(c.message.find("evosdpa_params_init"), std::string::npos) << c.message;
+    evosdpa_params_t q;
+    EXPECT_EQ(evosdpa_params_init_sized(&q, size), EVOSDPA_ERROR_INVALID_ARGUMENT) << size;
+  }
+  // Every size a header has made or may make passes (a multiple of 8 between the two bounds).
+  for (size_t size : {evosdpa::detail::kParamsMinSize, sizeof(evosdpa_params_t)}) {
+    p.struct_size = size;
+    EXPECT_TRUE(normalize_params(&p, out).ok()) << size;
+  }
+}
+
 TEST(CApiAbi, ForwardAndSupportsCheckTheStructSizeFirst) {
   evosdpa_params_t zero{};
   EXPECT_EQ(evosdpa_attention_forward(&zero, "auto", nullptr), EVOSDPA_ERROR_INVALID_ARGUMENT);

@@ -53,6 +53,23 @@ TEST(ScoreMods, BadFieldsAreInvalidArguments) {
   }
 }
 
+// The kernels scale in the log2 domain: a softmax_scale whose product with log2(e) leaves float's range is
+// refused (3e38 gave O = NaN on every kernel, the reference one included); the largest that fits passes.
+TEST(ScoreMods, ScalesBeyondFloatInTheLog2DomainAreInvalidArguments) {
+  auto p = valid_params();
+  for (float s : {3e38f, -3e38f, std::numeric_limits<float>::max()}) {
+    p.softmax_scale = s;
+    const Check c = validate_params(p);
+    EXPECT_EQ(c.status, EVOSDPA_ERROR_INVALID_ARGUMENT) << s;
+    EXPECT_NE(c.message.find("softmax_scale"), std::string::npos) << c.message;
+  }
+  for (float s : {2.35e38f, -2.35e38f, 0.f, 1e-45f}) {
+    p.softmax_scale = s;
+    EXPECT_TRUE(validate_params(p).ok()) << s;
+    EXPECT_TRUE(std::isfinite(make_kernel_params(p).scale_log2)) << s;
+  }
+}
+
 TEST(ScoreMods, KernelParamsCarryTheWindowAndItsDiagonal) {
   auto p = with_window(100, -1);
   p.seqlen_q = 300;

@@ -60,6 +60,34 @@ TEST(Selection, ScoreModsRunOnlyOnTheKernelsWithThem) {
   EXPECT_EQ(name_of(select_any_arch(decode, device(8, 0, 163 * 1024), "auto")), "mma_sm80");
 }
 
+// The fast kernels' softcaps (validation.hpp, check_fast_softcap): up to kMaxFastSoftcap, and not so small
+// that 2 scale log2(e) / c overflows float; beyond either, "auto" runs the reference kernel, which takes
+// any finite softcap (the fast kernels gave O = NaN at c = 3e38 and at c = 1e-40 with a zero score, and
+// O off by 0.42 at c = 1e7, on an H200).
+TEST(Selection, SoftcapsTheFastKernelsCannotComputeGoToTheReferenceKernel) {
+  for (auto dev : {device(8, 0, 163 * 1024), h100()}) {
+    auto p = valid_params();
+    p.softcap = kMaxFastSoftcap;
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
+    for (float c : {2049.f, 1e7f, 3e38f, 1e-40f}) {
+      p.softcap = c;
+      ASSERT_TRUE(validate_params(p).ok()) << c;  // a valid softcap: only these kernels cannot run it
+      for (const char* fast : {"wgmma_sm90", "mma_sm80"}) {
+        if (dev.cc_major != 9 && std::string(fast) == "wgmma_sm90") continue;
+        const Selection s = select_any_arch(p, dev, fast);
+        EXPECT_EQ(s.check.status, EVOSDPA_ERROR_NOT_SUPPORTED) << fast << " " << c;
+        EXPECT_NE(s.check.message.find("softcap"), std::string::npos) << s.check.message;
+        EXPECT_NE(s.check.message.find("reference runs it"), std::string::npos) << s.check.message;
+      }
+      EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), "reference") << c;
+    }
+    // 1e-40 with a scale that keeps the factor a float (2 * 1e-36 * log2(e) / 1e-40 ~ 2.9e4): fast.
+    p.softcap = 1e-40f;
+    p.softmax_scale = 1e-36f;
+    EXPECT_EQ(name_of(select_any_arch(p, dev, "auto")), dev.cc_major == 9 ? "wgmma_sm90" : "mma_sm80");
+  }
+}
+
 // A mask tensor (evosdpa.h): splitkv_sm80 refuses it; "auto" takes wgmma_sm90 on Hopper and mma_sm80
 // elsewhere, also with a sliding window and a softcap, and on Hopper mma_sm80 for what wgmma_sm90 does
 // not take but it does (a mask not 16-byte aligned but aligned to an element pair, a zero scale), the

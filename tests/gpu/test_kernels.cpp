@@ -172,6 +172,28 @@ TEST(Masks, WhatWgmmaRefusesGoesToMmaOrTheReference) {
     const Verdict v = check_attention(c.s, c.dtype, e, out, &lse);
     EXPECT_TRUE(v.pass) << describe(c) << ": " << v.message << " (EVOSDPA_TEST_SEED=" << run_seed() << ")";
   }
+  // Softcaps the fast kernels' tanh cannot compute (above kMaxFastSoftcap, or so small that 2 scale log2(e) /
+  // c overflows): they refuse them and "auto" runs the reference kernel (before, O was off by 0.42 at 1e7 and
+  // NaN at 3e38 and, with a zero score, at 1e-40).
+  for (const double cap : {1e7, 3e38, 1e-40}) {
+    const KCase c{"softcap", with_mods(shape(1, 2, 2, 200, 300, 64, EVOSDPA_CAUSAL_NONE), -1, -1, cap),
+                  EVOSDPA_DTYPE_FLOAT16, Layout::BHSD, 2.0};
+    const Expected& e = expected_for(c);
+    DeviceProblem prob(c.s, c.dtype, c.layout, e.in, c.lse, e.o_dtype);
+    const auto params = prob.params();
+    for (const char* k : {"wgmma_sm90", "mma_sm80"}) {
+      const evosdpa::Result r = evosdpa::attention_forward(params, nullptr, k);
+      EXPECT_EQ(r.status, EVOSDPA_ERROR_NOT_SUPPORTED) << k << " softcap " << cap << ": " << r.message;
+    }
+    const char* selected = nullptr;
+    ASSERT_EQ(evosdpa_supports(&params, nullptr, &selected), EVOSDPA_SUCCESS) << evosdpa_last_error_message();
+    EXPECT_STREQ(selected, "reference") << cap;
+    ASSERT_TRUE(evosdpa::attention_forward(params, nullptr, "auto").ok());
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<float> out = prob.output(), lse = prob.lse();
+    const Verdict v = check_attention(c.s, c.dtype, e, out, &lse);
+    EXPECT_TRUE(v.pass) << "softcap " << cap << ": " << v.message << " (EVOSDPA_TEST_SEED=" << run_seed() << ")";
+  }
 }
 
 // One run, then 99 more from poisoned outputs: O and lse bitwise equal each time.

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dispatch.hpp"
 #include "kernels/cuda_archs.hpp"
 #include "kernels/family.hpp"
 #include "kernels/mma/bwd/bwd_config.hpp"
@@ -38,6 +39,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   // alone or with a mask tensor; a mask's elements read in pairs (mma_mask.cuh).
   if (uses_alibi(p) && (uses_window(p) || uses_softcap(p)))
     return refuse(who + "ALiBi with a sliding window or softcap (reference runs them together)");
+  if (const Check c = check_fast_softcap(p, effective_scale(p)); !c.ok()) return refuse(who + c.message);
   if (const Check c = check_tensor_row_alignment(mask_view(p), mask_elem_bytes(p), 2 * mask_elem_bytes(p)); !c.ok())
     return refuse(who + c.message + " (it reads the mask in element pairs; reference takes any alignment)");
   const int64_t elem = static_cast<int64_t>(evosdpa_dtype_size(p.dtype));

@@ -68,6 +68,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   // ALiBi's kernels (score_mods.cuh) have it alone or with a mask tensor.
   if (uses_alibi(p) && (uses_window(p) || uses_softcap(p)))
     return refuse(who + "ALiBi with a sliding window or softcap (reference runs them together)");
+  if (const Check c = check_fast_softcap(p, effective_scale(p)); !c.ok()) return refuse(who + c.message);
   // They preload the bias into S in raw score units, times log2(e) / scale_log2 (wgmma_mask.cuh,
   // wgmma_alibi.cuh): where that is infinite (a scale of 0 or a subnormal one), a zero bias would be NaN.
   if (uses_mask(p) || uses_alibi(p)) {
@@ -116,7 +117,8 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
 // D = 128 does not. Measured on an H100 under graph replay (docs/perf-log.md v8.4): (1,8,512,64), 32
 // CTAs, 12.1 us here against 9.9; (1,8,1024,64) unsplit, 64 CTAs, 15.2 against 15.5; (1,8,512,128),
 // 32 CTAs, 12.0 against 15.2.
-// A sliding window or softcap stays here: mma_sm80 has neither (the reference kernel would take it).
+// A call with score modifiers stays here: mma_sm80 takes them on its default rows only (score_mod_row),
+// not on the small-grid variant this preference is about.
 bool auto_prefers(const evosdpa_params_t& p, const DeviceInfo& dev) {
   if (uses_score_mods(p)) return true;
   const wgmma_sm90::Choice choice = choice_for(p, dev);
