@@ -404,28 +404,23 @@ __device__ __forceinline__ void mask_tile(float (&s)[kBlockN / 2], const KernelP
   }
 }
 
-// The reference point m of a row's exponentials moves only when the tile's max exceeds it by more than
-// this (log2 domain), so P = 2^(S - m) stays at most 2^8, far inside fp16's range, with the same relative
-// rounding as below 1; after the first tiles a warp's rows rarely move at all and O's rescale is skipped
-// (FlashAttention-4's conditional rescaling).
-constexpr float kMaxSlack = 8.f;
-
-// How a row's P is formed: P = 2^(S - m + offset), m moving when a tile's max passes it by more than
-// slack. 16-bit P: offset 0, slack kMaxSlack (P <= 2^8). E4M3 P (at most 448): offset 8, so that the
-// small values stay far above E4M3's subnormals (FlashAttention-3's Max_offset; the library's FP8
-// baseline, P <= 256), and slack 0, so that a row's largest P is 2^8 exactly, which E4M3 holds: on
-// peaked rows that one key's P carries O, and with a slack of 0.8 (P up to 445.7, rounded with 2^-4
-// relative error) O's error reached 2.4-2.8x the baseline's on inputs of sigma 6 against the rule's 2x
-// (GPU, 2 of 13 seeds; the CPU model of the kernel with that slack likewise), for 1-2% of speed
-// (docs/perf-log.md v13.23, v13.24). O / l cancels the offset, the lse takes it off.
+// How a row's P is formed: P = 2^(S - m + offset), m the row's max so far, so that its largest P is
+// 2^offset exactly, which P's type holds: on peaked rows (attention sinks, sharp heads) that one key's P
+// carries O, and O / l, with l the sum of the unrounded P, is then exact for it. 16-bit P: offset 0.
+// E4M3 P (at most 448): offset 8, so that the small values stay far above E4M3's subnormals
+// (FlashAttention-3's Max_offset; the library's FP8 baseline, P <= 256). A reference max that moved only
+// past a slack (FlashAttention-4's conditional rescaling) rounds the largest P instead: with 8 (16-bit
+// P up to 2^8) wgmma_sm90's O error reached twice mma_sm80's at the tail (bf16, H200, 300 seeds: err /
+// tolerance p99 0.76-0.80, max 0.83-0.89, against 0.43 and 0.44 without; a fuzzer found calls past the
+// rule), for 2-3% of speed; with 0.8 on E4M3 (P up to 445.7) 2.4-2.8x the baseline's on inputs of sigma 6
+// (docs/perf-log.md v13.24, v14.4). O / l cancels the offset, the lse takes it off.
 template <bool kFp8>
 struct PForm {
-  static constexpr float kSlack = kFp8 ? 0.f : kMaxSlack;
   static constexpr float kOffset = kFp8 ? 8.f : 0.f;
 };
 
 // Online softmax over one tile for the thread's two rows: move the reference max m (log2 domain) if the
-// tile's max passes it by more than kMaxSlack, turn the scores into P = 2^(S - m) and fold them into the
+// tile's max passes it, turn the scores into P = 2^(S - m) and fold them into the
 // partial row sums l, rescaled by alpha = 2^(m_old - m_new) (1 where m stayed); O must be rescaled by alpha
 // too (rescale_o), once the P.V in flight is done.
 // kFolded: s holds raw scores and scale (> 0, so it commutes with the max) is applied inside the
@@ -462,7 +457,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[kBlockN / 2], float scal
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     if constexpr (kFolded) tile_max *= scale;
-    if (tile_max > m[r] + Form::kSlack) {  // true too for m = -inf and a finite max; false for NaN
+    if (tile_max > m[r]) {  // true too for m = -inf and a finite max; false for NaN
       alpha[r] = fast_exp2(m[r] - tile_max);
       m[r] = tile_max;
       l[r] *= alpha[r];
