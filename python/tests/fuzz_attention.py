@@ -39,9 +39,9 @@ def draw(r):
     """One call's configuration from random.Random r."""
     while True:
         c = dict(dtype=r.choice(DTYPES), d=r.choice((64, 128)), b=r.randint(1, 3), hkv=r.randint(1, 4),
-                 group=r.choice((1, 1, 2, 3, 4)), lq=length(r), lk=length(r) if r.random() < 0.7 else 0)
-        if c["lk"] == 0:
-            c["lk"] = c["lq"] if r.random() < 0.9 else 0
+                 group=r.choice((1, 1, 2, 3, 4)), lq=length(r))
+        # Keys: a length of their own (7 in 10), else self-attention (Lk = Lq) or, 1 in 10 of those, none.
+        c["lk"] = length(r) if r.random() < 0.7 else (c["lq"] if r.random() < 0.9 else 0)
         c["hq"] = c["hkv"] * c["group"]
         if c["b"] * c["hq"] * c["lq"] * max(c["lk"], 1) <= MAX_SCORES:
             break
