@@ -39,7 +39,7 @@ KernelParams make_kernel_params(const evosdpa_params_t& p) {
   k.o_head_stride = p.o_head_stride;
   k.o_seq_stride = p.o_seq_stride;
   k.scale = effective_scale(p);
-  k.scale_log2 = static_cast<float>(static_cast<double>(k.scale) * 1.4426950408889634);
+  k.scale_log2 = static_cast<float>(static_cast<double>(k.scale) * kLog2e);
   k.causal = p.causal != EVOSDPA_CAUSAL_NONE;
   // The diagonal: bottom-right for a bottom-right causal mask and for a window or ALiBi without a causal
   // mask (FlashAttention's alignment, evosdpa.h).

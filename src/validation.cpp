@@ -255,7 +255,7 @@ Check validate_common(const evosdpa_params_t& p) {
   if (std::isinf(p.softmax_scale))
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale is infinite (NaN asks for 1/sqrt(head_dim))");
   // The kernels scale in the log2 domain: scale * log2(e) must be a float (3e38 gave NaN on every kernel).
-  if (std::fabs(static_cast<double>(p.softmax_scale)) * 1.4426950408889634 > std::numeric_limits<float>::max())
+  if (std::fabs(static_cast<double>(p.softmax_scale)) * kLog2e > std::numeric_limits<float>::max())
     return fail(EVOSDPA_ERROR_INVALID_ARGUMENT, "softmax_scale " + std::to_string(p.softmax_scale) +
                                                     " is too large: scale * log2(e) overflows float (|scale| <= "
                                                     "about 2.36e38)");

@@ -21,6 +21,9 @@ struct Check {
 
 inline Check fail(evosdpa_status_t status, std::string message) { return Check{status, std::move(message)}; }
 
+// log2(e): the kernels work in the log2 domain (make_kernel_params's scale_log2 = scale * log2(e)).
+inline constexpr double kLog2e = 1.4426950408889634;
+
 // The size of the first evosdpa_params_t that carried struct_size (every field up to `causal`): the
 // smallest struct the library accepts.
 inline constexpr size_t kParamsMinSize = offsetof(evosdpa_params_t, causal) + sizeof(evosdpa_causal_t);

@@ -112,7 +112,7 @@ Check check_fast_softcap(const evosdpa_params_t& p, float scale) {
                 "a softcap above " + std::to_string(static_cast<int>(kMaxFastSoftcap)) + " (" +
                     std::to_string(p.softcap) + "): this kernel's tanh errs by ~1.7e-7 * softcap on the scores "
                     "(reference runs it exactly)");
-  const double factor = 2.0 * std::fabs(static_cast<double>(scale)) * 1.4426950408889634 / p.softcap;
+  const double factor = 2.0 * std::fabs(static_cast<double>(scale)) * kLog2e / p.softcap;
   if (!(factor <= std::numeric_limits<float>::max()))
     return fail(EVOSDPA_ERROR_NOT_SUPPORTED, "a softcap of " + std::to_string(p.softcap) +
                                                  " so small against softmax_scale that 2 * scale * log2(e) / "

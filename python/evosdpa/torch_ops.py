@@ -95,11 +95,10 @@ _ROW_ALIGN = 16  # bytes: the fast kernels (wgmma_sm90, mma_sm80, splitkv_sm80) 
 
 
 def _aligned_rows(t):
-    """t (a real tensor, not a fake one: its pointer is read), or a contiguous copy when the fast kernels could
-    not read its rows: a strided last dimension, or a pointer or a stride of a dimension longer than 1 that is
-    not a multiple of 16 bytes. They refuse those and "auto" would run the slow reference kernel: the gradient
-    of torch.cat([out, x], -1)[..., :D], say, has rows D + x.shape[-1] elements apart."""
-    t = _contiguous_last_dim(t)
+    """t (a real tensor with a stride-1 last dimension, as the ops' checks require; its pointer is read), or a
+    contiguous copy when the fast kernels could not read its rows: a pointer or a stride of a dimension longer
+    than 1 that is not a multiple of 16 bytes. They refuse those and "auto" would run the slow reference
+    kernel: the gradient of torch.cat([out, x], -1)[..., :D], say, has rows D + x.shape[-1] elements apart."""
     if not isinstance(t, torch.Tensor) or t.numel() == 0:
         return t
     e = t.element_size()
@@ -323,7 +322,7 @@ def _check_mask(attn_mask, q, k, layout: str) -> None:
         raise ValueError(f"evosdpa: attn_mask is on {attn_mask.device}, q on {q.device}")
 
 
-_MASK_ALIGN = 16  # bytes: the Hopper kernel copies mask rows in 16-byte chunks
+_MASK_ALIGN = _ROW_ALIGN  # the Hopper kernel copies mask rows in 16-byte chunks too
 _DECODE_ROWS = 16  # queries per sequence up to which "auto" decodes on splitkv_sm80 (splitkv_family.cpp)
 
 

@@ -73,7 +73,7 @@ FamilySupport supports(const evosdpa_params_t& p, const DeviceInfo& dev) {
   // wgmma_alibi.cuh): where that is infinite (a scale of 0 or a subnormal one), a zero bias would be NaN.
   if (uses_mask(p) || uses_alibi(p)) {
     const float scale_log2 = make_kernel_params(p).scale_log2;
-    if (!std::isfinite(1.4426950408889634f / scale_log2))
+    if (!std::isfinite(static_cast<float>(kLog2e) / scale_log2))
       return refuse(who + (uses_mask(p) ? "a mask tensor" : "ALiBi") +
                     " with a softmax_scale whose reciprocal is infinite (0, or below about 2e-39 in magnitude; "
                     "reference runs it)");
