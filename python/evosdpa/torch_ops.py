@@ -107,6 +107,15 @@ def _aligned_rows(t):
     return t
 
 
+def _dense(t):
+    """t, or a contiguous copy when a dimension longer than 1 has stride 0: the gradient of out.sum() is a
+    single 1 expanded to O's shape, which wgmma_sm90's backward cannot read (its tensor maps need nonzero
+    strides), so "auto" would take the slower mma_sm80 on Hopper; the copy costs one pass over O's size."""
+    if isinstance(t, torch.Tensor) and any(n > 1 and s == 0 for n, s in zip(t.shape, t.stride())):
+        return t.clone(memory_format=torch.contiguous_format)
+    return t
+
+
 def _dims(t: torch.Tensor, layout: str):
     """(batch, heads, seq, head_dim) and the matching strides of a 4-D tensor in `layout`."""
     if layout == "bhsd":
@@ -528,6 +537,7 @@ def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
     dout = _contiguous_last_dim(dout)
     _check_backward(dout, q, k, v, o, lse, layout)
     _check_op_scale(scale)
+    dout = _dense(dout)
     dout, q, k, v, o = (_aligned_rows(t) for t in (dout, q, k, v, o))
     dq, dk, dv = _gradients(q, k, v)
     p = _params(q, k, v, o, lse, causal, scale, layout)
@@ -802,6 +812,10 @@ def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     p.batch, p.heads_q, p.heads_kv, p.head_dim = b, hq, k_cache.shape[2], d
     p.seqlen_q, p.seqlen_k = lq, _kvcache_seqlen_k(k_cache, block_table)
     if block_table is not None:
+        if block_table.shape[1] == 0:
+            # No pages, so no keys (seqlen_k 0). An empty table has no storage (data_ptr 0), which the C ABI
+            # would take for no table, with page_size set: INVALID_ARGUMENT. One entry, never read, stands in.
+            block_table = block_table.new_zeros(b, 1)
         p.page_table = block_table.data_ptr()
         # One row: its stride is never used, so any (an unsqueezed view's, say) is as good as the row length.
         p.page_table_batch_stride = block_table.stride(0) if b > 1 else block_table.shape[1]
@@ -881,7 +895,9 @@ def attention_with_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     softmax_scale: None for 1/sqrt(D), else any finite value (0 included). num_splits: how many parts each
     sequence's keys are split into for split-KV decoding: 0 (the default) lets the library choose, 1 asks
     for no split, N > 1 for N (capped at the number of key blocks). kernel: None/"auto" (the split-KV
-    kernel), "splitkv_sm80" or "reference"; other kernels refuse a KV cache.
+    kernel for up to 16 new queries per sequence and for paged caches; the dense kernels for a dense cache
+    with more: a chunk of prefill), "splitkv_sm80", "wgmma_sm90" (sm_90) and "mma_sm80" (dense caches, no
+    num_splits > 1) or "reference"; the others refuse a KV cache.
 
     A tensor whose last dimension is strided is copied with .contiguous() first (as attention() does);
     pass stride-1 tensors to avoid the copy, which for a cache is large. Returns O [B, Lq, Hq, D] in q's

@@ -4,10 +4,13 @@ modes, scales (0 and negative included), sliding windows, softcaps, mask tensors
 ALiBi and the lse, each on "auto" and on one named kernel that takes it. The verdict is accuracy.py's rule
 (the library's own), with the window, the mask and ALiBi built here from evosdpa.h's formulas.
 
+--what picks the calls: "forward" (these), "backward" (gradients, fuzz_backward.py), "kvcache" and "varlen"
+(the serving entry points, fuzz_serving.py), or "all" (seed s runs the mode s % 4, in that order).
+
 A GPU tool, not collected by pytest (its name does not start with test_):
-    python python/tests/fuzz_attention.py --seconds 240 [--seed S]
+    python python/tests/fuzz_attention.py --seconds 240 [--seed S] [--what all]
 Each call draws its configuration and inputs from one seed (printed with a failure, so that
-`--replay SEED` runs that call alone); exit status 1 if any call failed."""
+`--what MODE --replay SEED` runs that call alone); exit status 1 if any call failed."""
 import argparse
 import random
 import sys
@@ -144,12 +147,24 @@ def run_one(seed):
     return failures
 
 
+def modes():
+    """The fuzzers by name, in the order "all" cycles through them: each maps a seed to its failures."""
+    import fuzz_backward
+    import fuzz_serving
+    return {"forward": run_one, "backward": fuzz_backward.run_one, "kvcache": fuzz_serving.run_kvcache,
+            "varlen": fuzz_serving.run_varlen}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--what", default="forward", choices=("forward", "backward", "kvcache", "varlen", "all"))
     ap.add_argument("--seconds", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=None, help="first seed (default: random); calls take seed, seed + 1, ...")
     ap.add_argument("--replay", type=int, default=None, help="run the call of this seed alone")
     a = ap.parse_args()
+    fuzzers = modes()
+    order = list(fuzzers.values())
+    run = (lambda seed: order[seed % len(order)](seed)) if a.what == "all" else fuzzers[a.what]
     seeds = [a.replay] if a.replay is not None else None
     first = a.seed if a.seed is not None else random.SystemRandom().randrange(2**31)
     start, calls, failed = time.time(), 0, []
@@ -158,13 +173,14 @@ def main():
         seed = seeds[n] if seeds is not None else first + n
         n += 1
         try:
-            failed += run_one(seed)
+            failed += run(seed)
         except Exception:  # noqa: BLE001 (a crash of the tool or the library: report it with its seed)
             failed.append(f"seed {seed}: {traceback.format_exc()}")
         calls += 1
     for f in failed:
         print(f, file=sys.stderr)
-    print(f"fuzz_attention: {calls} calls (seeds {first} ..), {len(failed)} failed, {time.time() - start:.0f} s")
+    print(f"fuzz_attention --what {a.what}: {calls} calls (seeds {first} ..), {len(failed)} failed, "
+          f"{time.time() - start:.0f} s")
     return 1 if failed else 0
 
 

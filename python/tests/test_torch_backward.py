@@ -267,6 +267,15 @@ def test_strided_and_misaligned_inputs(kernel, rng):
     check_gradients(tuple(t.grad for t in leaves), q, k, v, dout, rng=rng, what="dout of a concatenation")
     if kernel == "auto":
         assert ran and all(name != "reference" for name, _ in ran), ran
+    # The gradient of out.sum(): one 1 expanded to O's shape (strides 0), copied for the kernels that read
+    # dO through tensor maps: on Hopper "auto" runs wgmma_sm90's backward, not mma_sm80's.
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    with launched_kernels() as ran:
+        evosdpa.attention(*leaves, causal=True, kernel=kernel).sum().backward()
+    check_gradients(tuple(t.grad for t in leaves), q, k, v, torch.ones_like(dout), causal=True, rng=rng,
+                    what="dout of out.sum()")
+    if kernel == "auto" and torch.cuda.get_device_capability()[0] == 9:
+        assert [name for name, _ in ran] == ["wgmma_sm90", "wgmma_sm90"], ran
     # A strided last dimension (a transposed view): copied by evosdpa.attention, its gradient comes back.
     qt = rng.randn(1, 4, 64, 200, dtype=dt).transpose(-1, -2).requires_grad_()
     kv = [t.clone().requires_grad_() for t in (k, v)]

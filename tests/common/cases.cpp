@@ -110,6 +110,9 @@ std::vector<KCase> all_cases() {
       cases.push_back({"biggrid", shape(4, 16, 16, 1000, 777, d, BR), dt, Layout::BHSD, 1.0, true, 7});
       cases.push_back({"biggrid", shape(4, 16, 8, 777, 1000, d, TL), dt, Layout::BSHD, 1.0, true, 7});
       cases.push_back({"biggrid", shape(8, 16, 16, 333, 333, d, F), dt, Layout::Padded, 1.0, true, 5});
+      // Non-causal over two to three full rounds of 132 CTAs with a short last block, which the persistent
+      // grid's order rotates among the CTAs (wgmma_order.hpp): 6 blocks of 192 rows, 8 of 128.
+      cases.push_back({"biggrid", shape(4, 16, 16, 1000, 777, d, F), dt, Layout::BSHD, 1.0, true, 7});
     }
     // Explicit scales: a negative one, and 0 (uniform weights: O is the mean of the visible V rows);
     // Lk = 0; no lse requested.
