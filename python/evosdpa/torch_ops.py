@@ -801,6 +801,7 @@ def attention_kvcache(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     _check_op_scale(scale)
     _check_op_window(window_left, window_right)
     _check_alibi(alibi_slopes, q, q.shape[0], q.shape[2])
+    q = _aligned_rows(q)  # not the caches: a copy of a cache would cost more than the call
     out, lse = _kvcache_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
     p = _lib.new_params()
     # [B, L, H, D] for q, O and a dense cache; [num_pages, page_size, H, D] for a paged one, whose batch
@@ -1042,6 +1043,7 @@ def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_se
     _check_op_window(window_left, window_right)
     _check_alibi(alibi_slopes, q, cu_seqlens_q.shape[0] - 1, q.shape[1])
     _lib.require_fields("varlen")
+    q, k, v = _aligned_rows(q), _aligned_rows(k), _aligned_rows(v)
     out, lse = _varlen_outputs(q, return_lse, lambda shape, dtype: torch.empty(shape, dtype=dtype, device=q.device))
     p = _lib.new_params()
     # Packed [total, H, D]: one run of rows, so the batch strides stay 0 (evosdpa.h) and each sequence's

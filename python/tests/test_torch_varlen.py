@@ -23,7 +23,7 @@ import math
 
 import pytest
 
-from conftest import HAVE_TORCH, capture_graph, needs_gpu, needs_torch
+from conftest import HAVE_TORCH, capture_graph, launched_kernels, needs_gpu, needs_torch
 
 if HAVE_TORCH:
     import torch
@@ -249,6 +249,15 @@ def test_strided_views(rng):
                                             return_softmax_lse=True)
         check_varlen(out, lse, q, k, v, spans(lengths_q), spans(lengths_k), causal=causal, rng=rng,
                      what=f"strided views causal={causal}")
+    # Rows 2 bytes off 16-byte alignment (rows D + 1 elements apart): copied by the op, so that "auto" runs a
+    # tensor-core kernel rather than the reference one, which alone reads such rows.
+    odd = [torch.empty(*t.shape[:-1], t.shape[-1] + 1, dtype=t.dtype, device=t.device)[..., 1:].copy_(t)
+           for t in (q, k, v)]
+    with launched_kernels() as ran:
+        out = evosdpa.attention_varlen(*odd, spaced_q, spaced_k, 250, 250, causal=True)
+    check_varlen(out, None, q, k, v, spans(lengths_q), spans(lengths_k), causal=True, rng=rng,
+                 what="misaligned rows")
+    assert ran and all(name != "reference" for name, _ in ran), ran
     # A strided last dimension is copied.
     q_t = q.transpose(-1, -2).contiguous().transpose(-1, -2)
     assert q_t.stride(-1) != 1
