@@ -55,8 +55,10 @@ def reference_kvcache(q, k_cache, v_cache, lengths, table, causal, scale=None):
     sc = effective_scale(scale, d)
     result = []
     for b, n in enumerate(lengths):
-        k = sequence_kv(k_cache, table, b, n).double()
-        v = sequence_kv(v_cache, table, b, n).double()
+        # Its first n keys only: the slots past them are never read (they may hold NaN, which 0 * NaN would
+        # carry into P.V here too).
+        k = sequence_kv(k_cache, table, b, n)[:, :n].double()
+        v = sequence_kv(v_cache, table, b, n)[:, :n].double()
         group = hq // k.shape[0]
         k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)  # query head h reads K/V head h // group
         position = (n - lq + torch.arange(lq, device=q.device))[:, None]
@@ -163,6 +165,33 @@ def test_matches_float64(kind, causal, heads, head_dim, dtype, rng):
                 alone = evosdpa.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table,
                                                        causal=causal)
                 torch.testing.assert_close(alone, out, rtol=0, atol=0, msg=lambda m: f"{m} [inputs from {rng!r}]")
+
+
+@needs_gpu
+@pytest.mark.parametrize("kernel", ["auto", "wgmma_sm90", "mma_sm80", "splitkv_sm80", "reference"])
+def test_slots_past_the_lengths_may_hold_nan(kernel, rng):
+    # A dense cache's slots past each sequence's length hold NaN (memory from torch.empty may): no kernel may
+    # read them into O. 40 new queries per sequence, so that "auto" runs the dense kernels (wgmma_sm90 on
+    # Hopper, which loads whole tiles by TMA and zeroes V's rows past the length before P.V), 1 for
+    # splitkv_sm80; lengths off a tile boundary but one.
+    lengths = [1, 37, 300, 1000, 640]
+    k_cache, v_cache, _ = make_cache(rng, "dense", len(lengths), 2, 128, torch.float16, 1024)
+    for b, n in enumerate(lengths):
+        k_cache[b, n:] = math.nan
+        v_cache[b, n:] = math.nan
+    lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+    for lq in (1, 40):
+        q = rng.randn(len(lengths), lq, 8, 128, dtype=torch.float16)
+        for causal in (False, True):
+            try:
+                out, lse = evosdpa.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, causal=causal,
+                                                          return_softmax_lse=True, kernel=kernel)
+            except ValueError:
+                assert kernel != "auto"
+                continue  # a kernel that does not run this call here (splitkv_sm80: up to 16 queries)
+            ref = reference_kvcache(q, k_cache, v_cache, lengths, None, causal)
+            check_kvcache(out, lse, ref, q, k_cache, v_cache, lengths, None, causal, rng=rng,
+                          what=f"NaN past the lengths, Lq={lq} causal={causal} kernel={kernel}")
 
 
 @needs_gpu

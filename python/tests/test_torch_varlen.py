@@ -190,6 +190,30 @@ def test_seqused_k(kernel, causal, rng):
 
 
 @needs_gpu
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_rows_no_sequence_sees_may_hold_nan(kernel, rng):
+    # K and V rows past a sequence's seqused_k and padding rows after the last sequence hold NaN (memory from
+    # torch.empty may): no kernel may read them into O (wgmma_sm90 loads whole tiles by TMA and zeroes V's
+    # rows past the sequence's end before P.V).
+    skip_unless_runs_here(kernel)
+    lengths_q, lengths_k, used = [4, 300, 17, 64], [100, 700, 17, 640], [37, 1000, 5, 333]
+    q, k, v = packed(rng, lengths_q, lengths_k, 8, 2, 128, torch.float16)
+    pad = torch.full((40, 2, 128), math.nan, dtype=k.dtype, device=k.device)
+    k, v = torch.cat([k, pad]), torch.cat([v, pad])
+    seen = [min(n, u) for n, u in zip(lengths_k, used)]
+    for (start, n), u in zip(spans(lengths_k), seen):
+        k[start + u:start + n] = math.nan
+        v[start + u:start + n] = math.nan
+    cu_q, cu_k = cu(lengths_q, rng.device), cu(lengths_k, rng.device)
+    seqused = torch.tensor(used, dtype=torch.int32, device=rng.device)
+    for causal in (False, True):
+        out, lse = evosdpa.attention_varlen(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=causal,
+                                            return_softmax_lse=True, seqused_k=seqused, kernel=kernel)
+        check_varlen(out, lse, q, k, v, spans(lengths_q), [(s, n) for (s, _), n in zip(spans(lengths_k), seen)],
+                     causal=causal, rng=rng, what=f"NaN past seqused_k and the last sequence, kernel={kernel}")
+
+
+@needs_gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_scales_and_large_magnitudes(dtype, rng):
     # q, k ~ N(0, 36): peaked rows, large |lse|; explicit scales, 0 included (uniform over the visible keys).

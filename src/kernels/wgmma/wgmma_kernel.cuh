@@ -599,14 +599,44 @@ __device__ __forceinline__ void scores_to_probs(float (&sc)[kBlockN / 2], const 
   }
 }
 
+// The rows of a sequence's last V tile past its end, zeroed (16-bit rows with sequences of their own:
+// cu_seqlens_k, seqused_k). TMA loads the whole box, and there those rows are the next sequence's, padding
+// past the last one, or cache slots past seqused_k, any of which may hold NaN or inf (torch.empty): the
+// mask gives their keys P = 0, but P.V takes 0 * NaN = NaN (the serving fuzzer's NaN-poisoned calls: 714 of
+// 5,458 failed on wgmma_sm90, docs/perf-log.md v14.5). The warpgroup stores zeros over the 16-byte chunks
+// of rows valid .. BN - 1 of the V stage (whole 128-byte rows of each 64-column block: TMA's swizzle only
+// permutes chunks within a row), fences them for wgmma's async proxy and syncs. A row split does it in
+// consumer 0 just before its turn of the tile, which every consumer's P.V of it follows through the turns'
+// barriers; split_keys in the tile's own consumer, its only reader. Once per such tile.
+template <int kIndex>
+__device__ __forceinline__ void zero_v_tail(const Smem<kIndex>& sm, int stage, int valid, int consumer) {
+  constexpr int BN = kConfigs[kIndex].block_n, C = kConfigs[kIndex].consumers;
+  constexpr int kChunks = 8 * Smem<kIndex>::kDBlocks;  // 16-byte chunks of a key's row of V
+  if constexpr (!kConfigs[kIndex].fp8) {  // 16-bit V, [keys][D] (FP8 rows take no sequences of their own)
+    const uint32_t v = sm.v(stage);
+    for (int i = static_cast<int>(threadIdx.x % 128); i < (BN - valid) * kChunks; i += 128) {
+      const int row = valid + i / kChunks, chunk = i % kChunks;
+      st_shared_zero16(v + (chunk / 8) * BN * 128 + row * 128 + (chunk % 8) * 16);
+    }
+    fence_async_shared();
+    named_sync_warpgroup(C + 1 + consumer);  // the epilogue's barrier of this warpgroup, free here
+  }
+}
+
 // A turn of the pingpong for tile c (ring position) that the warpgroup does not compute: it passes the
 // turn on and releases the stage once the tile has arrived (an arrival before that would count towards
-// the stage's previous use).
+// the stage's previous use). tail_valid >= 0: first, before the turn, the tile's V rows from there are
+// zeroed (zero_v_tail).
 template <int kIndex>
-__device__ __forceinline__ void skip_turn(const Smem<kIndex>& sm, int c, int my_turn, int next_turn, bool keep) {
+__device__ __forceinline__ void skip_turn(const Smem<kIndex>& sm, int c, int my_turn, int next_turn, bool keep,
+                                          int tail_valid = -1, int consumer = 0) {
   constexpr int kStages = kConfigs[kIndex].stages;
   const int s = c % kStages;
   const uint32_t phase = (c / kStages) & 1;
+  if (tail_valid >= 0) {
+    mbar_wait(sm.pv_full(s), phase);
+    zero_v_tail<kIndex>(sm, s, tail_valid, consumer);
+  }
   if constexpr (kConfigs[kIndex].turns) {
     named_sync(my_turn);
     if (!keep) named_arrive(next_turn);
@@ -695,7 +725,7 @@ __device__ __forceinline__ void finish_rows(float (&m)[2]) {
 // tile, whose turn its consumer keeps (no one waits for it). scale_log2: the scores' scale (times
 // q_descale * k_descale with FP8 inputs); v_descale: O's factor (1 for 16-bit inputs). Mods: the score
 // modifiers (score_mods.cuh); mt: the warpgroup's mask tensor tiles (wgmma_mask.cuh), kept across items.
-template <typename T, int kIndex, typename Mods, typename Epilogue, typename Mask>
+template <typename T, int kIndex, typename Mods, bool kOwnSeqs, typename Epilogue, typename Mask>
 __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const Work& w, int consumer,
                              const Smem<kIndex>& sm, Epilogue& epilogue, Mask& mt, int iter, int tiles,
                              bool last_turn, float scale_log2, float v_descale) {
@@ -719,6 +749,17 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   const int storer = w.n_tiles > 0 ? (w.n_tiles - 1) % C : 0;
   // Whether the turn of the item's tile j is the CTA's last, which its consumer keeps.
   const auto keep = [&](int j) { return (kSplitKeys || consumer == C - 1) && last_turn && j + 1 == w.n_tiles; };
+  // Keys of the item's last tile within its sequence; with fewer than BN its V rows past them are zeroed
+  // (zero_v_tail): row split, by consumer 0 before its turn of the tile (turn_tail(j) >= 0); split_keys, by
+  // the tile's consumer before its P.V. Not in a padded batch without seqused_k (the split kernels run those
+  // too), whose rows past the sequence lie past the tensor map, which TMA fills with zeros.
+  const int tail_keys = w.n_tiles > 0 ? w.len_k - (w.t0 + w.n_tiles - 1) * BN : BN;
+  const bool zero_tail =
+      kOwnSeqs && !kCfg.fp8 && tail_keys < BN && (p.cu_seqlens_k != nullptr || p.seqused_k != nullptr);
+  static_assert(!kOwnSeqs || kCfg.fp8 || kTurns, "the zeroing is ordered before the P.V by the turns");
+  const auto turn_tail = [&](int j) {
+    return !kSplitKeys && zero_tail && consumer == 0 && j + 1 == w.n_tiles ? tail_keys : -1;
+  };
 
   float o[D / 2];
 #pragma unroll
@@ -740,7 +781,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   if (run.count == 0) {
     epilogue.first_s_done(sm);
     if constexpr (!kSplitKeys) {
-      for (int j = 0; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
+      for (int j = 0; j < w.n_tiles; ++j)
+        skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j), turn_tail(j), consumer);
     } else if (!hand_over<kIndex>(sm, consumer, storer, o, m, l)) {
       epilogue.pass();
       return;
@@ -762,6 +804,12 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   // The first tile: its S alone.
   int c = tiles + run.tile(0);  // ring position of the tile
   preload(run.tile(0));
+  // Before the turn, with no wgmma in flight (between a GEMM's issue and its wait the branch made ptxas
+  // serialise every wgmma of the bool-mask ALiBi kernels, C7520).
+  if (turn_tail(run.tile(0)) >= 0) {
+    mbar_wait(sm.pv_full(c % kStages), (c / kStages) & 1);
+    zero_v_tail<kIndex>(sm, c % kStages, tail_keys, consumer);
+  }
   if constexpr (kTurns) named_sync(my_turn);
   mbar_wait(sm.k_full(c % kStages), (c / kStages) & 1);
   wgmma_fence();
@@ -786,6 +834,10 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     const int j = run.tile(k), prev = c % kStages, prev_phase = (c / kStages) & 1;
     c = tiles + j;
     const int s = c % kStages;
+    if (turn_tail(j) >= 0) {
+      mbar_wait(sm.pv_full(s), (c / kStages) & 1);
+      zero_v_tail<kIndex>(sm, s, tail_keys, consumer);
+    }
     if constexpr (kTurns) named_sync(my_turn);
     mbar_wait(sm.k_full(s), (c / kStages) & 1);
     wgmma_fence();
@@ -805,6 +857,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
   }
 
   mbar_wait(sm.pv_full(c % kStages), (c / kStages) & 1);
+  if (kSplitKeys && zero_tail && run.tile(run.count - 1) + 1 == w.n_tiles)
+    zero_v_tail<kIndex>(sm, c % kStages, tail_keys, consumer);
   wgmma_fence();
   issue_pv<T, kIndex>(o, pa, sm.pv_tile(c % kStages));
   wgmma_wait<0>();
@@ -816,7 +870,8 @@ __device__ void consume_item(const KernelParams& p, const CUtensorMap* to, const
     }
   } else {
     // After the last P.V: a skipped turn waits for its tile, whose load may need this one's V released.
-    for (int j = run.count; j < w.n_tiles; ++j) skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j));
+    for (int j = run.count; j < w.n_tiles; ++j)
+      skip_turn<kIndex>(sm, tiles + j, my_turn, next_turn, keep(j), turn_tail(j), consumer);
   }
   finish_rows<kCfg.fp8>(m);
   epilogue.store(p, to, w, sm, q_buf, consumer, row_lo, lane, o, m, l, v_descale);
@@ -850,8 +905,8 @@ __device__ void consume(const KernelParams& p, const CUtensorMap* to, int consum
       scale_log2 *= p.q_descale[at] * p.k_descale[at];
       v_descale = p.v_descale[at];
     }
-    consume_item<T, kIndex, typename Schedule::Mods>(p, to, w, consumer, sm, epilogue, mt, iter, tiles,
-                                                     !Schedule::kDynamic && iter == last, scale_log2, v_descale);
+    consume_item<T, kIndex, typename Schedule::Mods, Schedule::Seqs::kOwn>(
+        p, to, w, consumer, sm, epilogue, mt, iter, tiles, !Schedule::kDynamic && iter == last, scale_log2, v_descale);
     tiles += w.n_tiles;
   }
   if constexpr (Schedule::kDynamic)
