@@ -38,20 +38,27 @@ def length(r):
     return r.randint(601, 2100)
 
 
-def draw(r):
-    """One call's configuration from random.Random r."""
+def draw_call(r, max_scores):
+    """What every mode with [B, H, L, D] tensors draws from random.Random r: dtype, head dim, batch, heads
+    (grouped), lengths (B Hq Lq Lk at most max_scores), causal mode, layout, view and scale."""
     while True:
         c = dict(dtype=r.choice(DTYPES), d=r.choice((64, 128)), b=r.randint(1, 3), hkv=r.randint(1, 4),
                  group=r.choice((1, 1, 2, 3, 4)), lq=length(r))
         # Keys: a length of their own (7 in 10), else self-attention (Lk = Lq) or, 1 in 10 of those, none.
         c["lk"] = length(r) if r.random() < 0.7 else (c["lq"] if r.random() < 0.9 else 0)
         c["hq"] = c["hkv"] * c["group"]
-        if c["b"] * c["hq"] * c["lq"] * max(c["lk"], 1) <= MAX_SCORES:
+        if c["b"] * c["hq"] * c["lq"] * max(c["lk"], 1) <= max_scores:
             break
     c["causal"] = r.choice((None, "top_left", "bottom_right"))
     c["layout"] = r.choice(("bhsd", "bshd"))
     c["view"] = r.choices(("plain", "strided", "misaligned"), (6, 3, 1))[0]
     c["scale"] = r.choices((None, round(r.uniform(-1.0, 1.0), 3), 0.0, 2.0), (6, 2, 1, 1))[0]
+    return c
+
+
+def draw(r):
+    """One call's configuration from random.Random r."""
+    c = draw_call(r, MAX_SCORES)
     c["window"] = None
     if r.random() < 0.25:
         bound = lambda: r.choice((-1, 0, 1, r.randint(2, c["lk"] + 8)))  # noqa: E731

@@ -22,7 +22,7 @@ import torch
 import evosdpa
 from accuracy import check_gradients
 from conftest import Rng
-from fuzz_attention import DTYPES, bhsd, length, view_of
+from fuzz_attention import bhsd, draw_call, view_of
 
 # check_gradients forms several [B, Hq, Lq, Lk] tensors (scores, P, dS, in its float64 reference, its baseline
 # and its magnitudes) where check_attention forms a couple: a third of fuzz_attention's cap keeps a call's
@@ -32,18 +32,7 @@ MAX_SCORES = 8_000_000
 
 def draw(r):
     """One call's configuration from random.Random r."""
-    while True:
-        c = dict(dtype=r.choice(DTYPES), d=r.choice((64, 128)), b=r.randint(1, 3), hkv=r.randint(1, 4),
-                 group=r.choice((1, 1, 2, 3, 4)), lq=length(r))
-        # Keys: a length of their own (7 in 10), else self-attention (Lk = Lq) or, 1 in 10 of those, none.
-        c["lk"] = length(r) if r.random() < 0.7 else (c["lq"] if r.random() < 0.9 else 0)
-        c["hq"] = c["hkv"] * c["group"]
-        if c["b"] * c["hq"] * c["lq"] * max(c["lk"], 1) <= MAX_SCORES:
-            break
-    c["causal"] = r.choice((None, "top_left", "bottom_right"))
-    c["layout"] = r.choice(("bhsd", "bshd"))
-    c["view"] = r.choices(("plain", "strided", "misaligned"), (6, 3, 1))[0]
-    c["scale"] = r.choices((None, round(r.uniform(-1.0, 1.0), 3), 0.0, 2.0), (6, 2, 1, 1))[0]
+    c = draw_call(r, MAX_SCORES)
     c["deterministic"] = r.random() < 0.5
     c["dout_broadcast"] = r.random() < 0.1  # one row of dO expanded to all (strides 0), else dO in c["view"]
     c["softcap_raises"] = r.random() < 0.05  # also check that a gradient through a softcap is refused
