@@ -77,8 +77,9 @@ class ItemOrder {
   }
 
  private:
-  // Non-causal item `index` after its round's rotation: position w of round k (k < the last full round)
-  // becomes (w + k shift) mod G; a partial last round stays as it is (its CTAs are the first ones).
+  // Non-causal item `index` after its round's rotation: position w of round k (a full round: k below
+  // full_rounds_) becomes (w + k shift) mod G; a partial last round stays as it is (its CTAs are the first
+  // ones, as PersistentSchedule::items counts them).
   EVOSDPA_HOST_DEVICE int rotated(int index) const {
     if (shift_ == 0) return index;
     const QuotRem kw = round_.divmod(index);
@@ -87,7 +88,6 @@ class ItemOrder {
     if (w >= grid_) w -= grid_;
     return index - kw.rem + w;
   }
-
 
   FastDiv q_blocks_;  // query blocks per head
   FastDiv per_head_;  // causal pairs per head (0 with a single block: never divided by then)
