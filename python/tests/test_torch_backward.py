@@ -19,7 +19,7 @@ if HAVE_TORCH:
     import torch.nn as nn
     import torch.nn.functional as F
 
-    from accuracy import backward_baseline, check_gradients, effective_scale, visible_mask
+    from accuracy import check_gradients, effective_scale, visible_mask
 
 import evosdpa
 
@@ -73,25 +73,6 @@ def test_a_correct_fused_backward_passes_the_gradient_rule(case, dtype):
     dout = rng.randn(1, hq, lq, d, dtype=dt)
     grads = tiled_backward(q, k, v, dout, causal, alignment, scale)
     check_gradients(grads, q, k, v, dout, causal=causal, alignment=alignment, scale=scale, rng=rng)
-
-
-@needs_torch
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("seed", range(6))
-def test_gradients_that_cancel_pass_at_the_baseline_error(seed, dtype):
-    # Scale 2 over few keys or a dO shared by every row (the gradient of (out * w).sum()): dS = P (dP - Delta)
-    # cancels, so its 16-bit rounding, of the terms' size, leaves the plain fused backward itself several
-    # roundings of max |dX| off (the backward fuzzer: 27 of 4,228 calls failed on every kernel, the
-    # reference included). The rule's cap is taken at the gradient's magnitude (accuracy.gradient_tolerance):
-    # the baseline and the tiled model pass (with the cap at max |dX| alone, both dtypes of seed 2 failed).
-    dt = getattr(torch, dtype)
-    rng = Rng(900 + seed, device="cpu")
-    lq, lk = (2, 1286) if seed % 2 else (9, 12)
-    q, k, v = rng.randn(1, 2, lq, 128, dtype=dt), rng.randn(1, 1, lk, 128, dtype=dt), rng.randn(1, 1, lk, 128, dtype=dt)
-    dout = rng.randn(1, 1, 1, 128, dtype=dt).expand(1, 2, lq, 128) if seed < 3 else rng.randn(1, 2, lq, 128, dtype=dt)
-    args = dict(causal=seed % 3 == 2, alignment="top_left", scale=2.0)
-    check_gradients(backward_baseline(q, k, v, dout, **args), q, k, v, dout, rng=rng, **args)
-    check_gradients(tiled_backward(q, k, v, dout, args["causal"], "top_left", 2.0), q, k, v, dout, rng=rng, **args)
 
 
 @needs_torch

@@ -77,12 +77,6 @@ BackwardExpected make_backward_expected(const Shape& s, evosdpa_dtype_t dtype, d
   return e;
 }
 
-double gradient_tolerance(evosdpa_dtype_t dtype, double baseline_error, double max_ref, double magnitude) {
-  const double u = evosdpa_output_tolerance(dtype, 0.0, 1.0);  // one rounding of 1 (fp16, bf16: the unit roundoff)
-  const double rule = std::min(2.0 * baseline_error + u * max_ref, 8.0 * u * std::max(max_ref, magnitude));
-  return std::max(rule, kFp32Roundings * 0x1p-24 * magnitude);
-}
-
 BackwardVerdict check_backward(const Shape& s, evosdpa_dtype_t dtype, const BackwardExpected& e, const Gradients& got) {
   BackwardVerdict v;
   v.pass = true;
@@ -100,8 +94,8 @@ BackwardVerdict check_backward(const Shape& s, evosdpa_dtype_t dtype, const Back
     const std::vector<double> want = sample_gradient(e.ref[g], len, s.head_dim, e.row_step);
     for (double w : want) gv.max_ref = std::max(gv.max_ref, std::abs(w));
     gv.error = max_abs_error(sample_gradient(x, len, s.head_dim, e.row_step), want);
-    gv.tolerance = gradient_tolerance(dtype, e.baseline_error[static_cast<size_t>(g)], gv.max_ref,
-                                      e.magnitude[static_cast<size_t>(g)]);
+    gv.tolerance = std::max(evosdpa_output_tolerance(dtype, e.baseline_error[static_cast<size_t>(g)], gv.max_ref),
+                            kFp32Roundings * 0x1p-24 * e.magnitude[static_cast<size_t>(g)]);
     gv.pass = gv.error <= gv.tolerance;
     v.pass = v.pass && gv.pass;
     char buf[200];

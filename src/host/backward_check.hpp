@@ -48,22 +48,13 @@ struct BackwardVerdict {
   std::string message;                    // one line: the failure's reason, then each gradient's figures
 };
 
-// What a gradient's error may be (accuracy.py's check_gradients computes the same): the output rule,
-// twice the baseline's error plus one 16-bit rounding of max |float64| (evosdpa_output_tolerance), capped
-// at 8 roundings of the larger of max |float64| and the gradient's magnitude (what its sums cancel, dP and
-// Delta by their terms' absolute values), or kFp32Roundings float32 roundings of that magnitude if more.
-// The cap at the magnitude, not at max |float64| alone as for O: a gradient's 16-bit roundings (dS, P, O
-// in Delta) are of its terms' size, which cancellation leaves far above |dX| (scale 2 or few keys): the
-// backward fuzzer failed 27 of 4,228 calls on every kernel, the reference included, each at its
-// baseline's own error (docs/perf-log.md v14.5). The float32 floor: a gradient that cancels to 0, as dQ
-// and dK of a query row that sees a single key (dP = Delta exactly), has max |float64| = 0 and a baseline
-// that happens to cancel exactly, while a kernel forming dP and Delta in another order gets float32
-// rounding (mma_sm80 on an H100: 1.8e-7; wgmma_sm90 on an H200, bf16, D = 128: 1.5e-7).
-double gradient_tolerance(evosdpa_dtype_t dtype, double baseline_error, double max_ref, double magnitude);
-
 // Judge dQ, dK, dV (BHSD floats, every row: a NaN or infinity anywhere fails). Each passes when its
-// error on the checked rows is within gradient_tolerance. A query row that sees no key must have dQ
-// exactly 0, a key that no query sees dK = dV = 0.
+// error on the checked rows is within evosdpa_output_tolerance(dtype, its baseline error, its max
+// |float64|), or within kFp32Roundings float32 roundings of its magnitude (what its sums cancel, dP and
+// Delta by their terms' absolute values): a gradient that cancels to 0, as dQ and dK of a query row that
+// sees a single key (dP = Delta exactly), has max |float64| = 0 and a baseline that happens to cancel
+// exactly, while a kernel forming dP and Delta in another order gets float32 rounding (mma_sm80 on an
+// H100: 1.8e-7; wgmma_sm90 on an H200, bf16, D = 128: 1.5e-7). A query row that sees no key must have dQ exactly 0, a key that no query sees dK = dV = 0.
 BackwardVerdict check_backward(const Shape& s, evosdpa_dtype_t dtype, const BackwardExpected& e, const Gradients& got);
 
 }  // namespace evosdpa::host
